@@ -1,0 +1,293 @@
+"""Measuring code shared by bench/test_bench_steps.py and bench/report.py.
+
+Vocabulary
+----------
+graph     'trivial' | 'mlp'                      (see bench/models.py)
+hooks     'stop'  -> hooks=[StopAtStepHook], no checkpoint_dir (so
+                     MonitoredTrainingSession adds no default hooks)
+          'full'  -> checkpoint_dir=<tmp> with all MonitoredTrainingSession
+                     defaults (StepCounterHook, SummarySaverHook every 100
+                     steps, CheckpointSaverHook every 600 s) plus
+                     [StopAtStepHook, NanTensorHook(loss),
+                      LoggingTensorHook({'loss': loss}, every_n_iter=1000)]
+kind      'stock'   tf.compat.v1.train.MonitoredTrainingSession
+          'fastmts' fastmts.MonitoredTrainingSession
+          'session' plain tf.compat.v1.Session.run(train_op) in a Python loop
+          'native'  fastmts.native_floor_loop(session, train_op, steps): the
+                    same TF_SessionRun calls in a C++ loop (the speed floor)
+
+A *runner* owns its own graph and an already-created session; ``block(n)``
+runs ``n`` steps of ``train_op`` and returns the wall time in seconds, so
+session creation is never measured.  An ``Interleaver`` runs blocks of several
+runners alternately (serpentine order: A B C, C B A, A B C, ...) so that slow
+drifts of a noisy machine hit every runner alike; medians of the per-block
+per-step times are the reported numbers.
+"""
+
+import gc
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import tensorflow as tf  # noqa: E402
+
+tf.compat.v1.disable_eager_execution()
+# The compat.v1 APIs log deprecation warnings; keep benchmark output readable.
+tf.get_logger().setLevel('ERROR')
+
+import models  # noqa: E402  (bench/models.py; bench/ is on sys.path)
+
+GRAPHS = ('trivial', 'mlp')
+HOOKS = ('stop', 'full')
+IMPLS = ('stock', 'fastmts')
+FLOORS = ('session', 'native')
+
+# StopAtStepHook must never fire during a benchmark: blocks keep advancing the
+# same global step for the lifetime of the session.
+LAST_STEP = 2 ** 62
+
+DEFAULT_STEPS = 2000
+
+_fastmts_cache = []
+
+
+def load_fastmts():
+    """Return ``(module_or_None, reason)``; never raises.
+
+    ``fastmts`` is being written in parallel: a missing package, a package
+    whose extension fails to load, or one that lacks the attributes we need
+    must all leave the stock-TF half of the benchmarks runnable.
+    """
+    if not _fastmts_cache:
+        try:
+            import fastmts
+            _fastmts_cache.append((fastmts, None))
+        except Exception as e:  # ImportError, OSError from the extension...
+            _fastmts_cache.append((None, '%s: %s' % (type(e).__name__, e)))
+    return _fastmts_cache[0]
+
+
+def available(kind):
+    """``(True, None)`` if runners of ``kind`` can be built, else
+    ``(False, reason)``."""
+    if kind in ('stock', 'session'):
+        return True, None
+    mod, reason = load_fastmts()
+    if mod is None:
+        return False, 'fastmts not importable (%s)' % reason
+    attr = 'MonitoredTrainingSession' if kind == 'fastmts' else \
+        'native_floor_loop'
+    if not callable(getattr(mod, attr, None)):
+        return False, 'fastmts.%s missing' % attr
+    return True, None
+
+
+# --------------------------------------------------------------------------
+# Runners
+# --------------------------------------------------------------------------
+
+class Runner:
+    """Owns a graph built by ``models.BUILDERS[graph]`` and a live session."""
+
+    kind = None
+
+    def __init__(self, graph):
+        self.graph_name = graph
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            self.model = models.BUILDERS[graph]()
+        self.sess = None
+
+    @property
+    def name(self):
+        return self.kind
+
+    def block(self, steps):
+        """Run ``steps`` steps; return elapsed wall seconds."""
+        raise NotImplementedError
+
+    def close(self):
+        if self.sess is not None:
+            with self.graph.as_default():
+                self.sess.close()
+            self.sess = None
+
+
+class SessionRunner(Runner):
+    """Plain ``tf.compat.v1.Session.run(train_op)`` in a Python loop."""
+
+    kind = 'session'
+
+    def __init__(self, graph):
+        super().__init__(graph)
+        with self.graph.as_default():
+            init = tf.compat.v1.global_variables_initializer()
+        self.graph.finalize()
+        self.sess = tf.compat.v1.Session(graph=self.graph)
+        self.sess.run(init)
+
+    def block(self, steps):
+        run, op = self.sess.run, self.model.train_op
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            run(op)
+        return time.perf_counter() - t0
+
+
+class NativeFloorRunner(SessionRunner):
+    """``fastmts.native_floor_loop``: TF_SessionRun in a C++ loop, no GIL."""
+
+    kind = 'native'
+
+    def __init__(self, graph):
+        ok, reason = available('native')
+        if not ok:
+            raise RuntimeError(reason)
+        self._loop = load_fastmts()[0].native_floor_loop
+        super().__init__(graph)
+
+    def block(self, steps):
+        # The extension times its own loop (excludes the Python call).
+        return float(self._loop(self.sess, self.model.train_op, steps))
+
+
+class MTSRunner(Runner):
+    """A MonitoredTrainingSession (stock or fastmts) with a hooks preset."""
+
+    def __init__(self, kind, graph, hooks):
+        if kind not in IMPLS:
+            raise ValueError(kind)
+        ok, reason = available(kind)
+        if not ok:
+            raise RuntimeError(reason)
+        if hooks not in HOOKS:
+            raise ValueError(hooks)
+        self.kind = kind
+        self.hooks_name = hooks
+        self.tmpdir = None
+        super().__init__(graph)
+        if kind == 'stock':
+            factory = tf.compat.v1.train.MonitoredTrainingSession
+        else:
+            factory = load_fastmts()[0].MonitoredTrainingSession
+        loss = self.model.loss
+        with self.graph.as_default():
+            hook_list = [tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP)]
+            kwargs = {}
+            if hooks == 'full':
+                self.tmpdir = tempfile.mkdtemp(
+                    prefix='fastmts-bench-%s-%s-' % (kind, graph))
+                kwargs['checkpoint_dir'] = self.tmpdir
+                hook_list += [
+                    tf.compat.v1.train.NanTensorHook(loss),
+                    tf.compat.v1.train.LoggingTensorHook(
+                        {'loss': loss}, every_n_iter=1000),
+                ]
+            self.sess = factory(hooks=hook_list, **kwargs)
+
+    @property
+    def name(self):
+        return '%s/%s' % (self.kind, self.hooks_name)
+
+    def block(self, steps):
+        run, op = self.sess.run, self.model.train_op
+        # Hooks may look at the default graph (e.g. when saving); entering it
+        # once per block costs nothing per step.
+        with self.graph.as_default():
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                run(op)
+            elapsed = time.perf_counter() - t0
+        if self.sess.should_stop():
+            raise RuntimeError('%s stopped during a benchmark block'
+                               % self.name)
+        return elapsed
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            if self.tmpdir:
+                shutil.rmtree(self.tmpdir, ignore_errors=True)
+                self.tmpdir = None
+
+
+def make_runner(kind, graph, hooks=None):
+    """Build a runner; raises ``RuntimeError`` if fastmts lacks ``kind``."""
+    if kind == 'session':
+        return SessionRunner(graph)
+    if kind == 'native':
+        return NativeFloorRunner(graph)
+    return MTSRunner(kind, graph, hooks)
+
+
+# --------------------------------------------------------------------------
+# Interleaved measurement
+# --------------------------------------------------------------------------
+
+class Interleaver:
+    """Alternates blocks of several runners and keeps per-step samples.
+
+    ``samples[name]`` holds one per-step time (seconds) per recorded block.
+    """
+
+    def __init__(self, runners):
+        self.runners = dict(runners)
+        self.samples = {name: [] for name in self.runners}
+
+    def run(self, name, steps, record=True, collect=True):
+        """One block of ``steps`` steps of runner ``name``; returns seconds.
+
+        ``collect``: first run a full ``gc.collect()`` (outside the block's
+        own timing) so every block starts from the same GC state.  With
+        TensorFlow loaded it takes ~0.1 s, so callers that time ``run``
+        from outside (pytest-benchmark) pass False and collect beforehand.
+        """
+        if collect:
+            gc.collect()
+        elapsed = self.runners[name].block(steps)
+        if record:
+            self.samples[name].append(elapsed / steps)
+        return elapsed
+
+    def order(self, index, names=None):
+        """Serpentine order for round ``index``: forward, then reversed."""
+        names = list(self.runners if names is None else names)
+        return names if index % 2 == 0 else names[::-1]
+
+    def round(self, steps, index=0, record=True, names=None):
+        for name in self.order(index, names):
+            self.run(name, steps, record)
+
+    def measure(self, steps, repeats, warmup=1, progress=None):
+        """``warmup`` unrecorded rounds then ``repeats`` recorded ones."""
+        for i in range(warmup):
+            self.round(steps, i, record=False)
+        for i in range(repeats):
+            self.round(steps, warmup + i, record=True)
+            if progress:
+                progress(i + 1, repeats)
+        return self.medians_us()
+
+    def median_us(self, name):
+        s = self.samples.get(name)
+        return statistics.median(s) * 1e6 if s else None
+
+    def medians_us(self):
+        return {name: self.median_us(name) for name in self.samples}
+
+    def spread_us(self, name):
+        """(min, max) per-step microseconds over the recorded blocks."""
+        s = self.samples.get(name)
+        return (min(s) * 1e6, max(s) * 1e6) if s else None
+
+
+def ratio(a, b):
+    """``a / b`` or None when either is missing."""
+    if a is None or b is None or b == 0:
+        return None
+    return a / b

@@ -1,0 +1,146 @@
+"""Print a Markdown table of per-step costs: floors, stock MTS, fastmts.
+
+    python bench/report.py [--steps N] [--repeats K] [--graphs trivial,mlp]
+
+For each graph, every runner (floor C++, Session.run, stock and fastmts for
+each hooks preset) is built once, then blocks of N steps are run alternately
+-- one block of each runner per round, serpentine order, 1 warmup round, K
+recorded rounds -- and the median per-step time of each runner is reported.
+All the measuring code lives in bench/measure.py (shared with the pytest
+benchmarks).  Runners that fastmts cannot provide yet show as n/a.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import measure  # noqa: E402
+
+
+def _us(x):
+    return 'n/a' if x is None else '%.1f' % x
+
+
+def _x(x):
+    return 'n/a' if x is None else '%.2fx' % x
+
+
+def measure_graph(graph, steps, repeats, log):
+    """Interleaved medians (us/step) for one graph: name -> us or None."""
+    wanted = [('native', None), ('session', None)]
+    wanted += [(kind, h) for h in measure.HOOKS for kind in measure.IMPLS]
+    runners, missing = {}, {}
+    try:
+        for kind, hooks in wanted:
+            key = kind if hooks is None else '%s/%s' % (kind, hooks)
+            ok, reason = measure.available(kind)
+            if ok:
+                runners[key] = measure.make_runner(kind, graph, hooks)
+            else:
+                missing[key] = reason
+        inter = measure.Interleaver(runners)
+        t0 = time.perf_counter()
+
+        def progress(i, n):
+            log('  %s: round %d/%d (%.0f s)'
+                % (graph, i, n, time.perf_counter() - t0))
+
+        med = inter.measure(steps, repeats, warmup=1, progress=progress)
+        spread = {k: inter.spread_us(k) for k in runners}
+        samples = {k: [s * 1e6 for s in v] for k, v in inter.samples.items()}
+    finally:
+        for r in runners.values():
+            r.close()
+    for key in missing:
+        med[key] = None
+    return med, spread, samples, missing
+
+
+def table(results):
+    cols = ['scenario', 'floor C++ us/step', 'Session.run us/step',
+            'stock MTS us/step', 'fastmts us/step', 'stock/floor',
+            'fastmts/floor', 'speedup (stock/fastmts)']
+    lines = ['| ' + ' | '.join(cols) + ' |',
+             '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
+    for graph, med in results.items():
+        floor, sess = med.get('native'), med.get('session')
+        for hooks in measure.HOOKS:
+            stock = med.get('stock/%s' % hooks)
+            fast = med.get('fastmts/%s' % hooks)
+            row = ['%s / %s' % (graph, hooks), _us(floor), _us(sess),
+                   _us(stock), _us(fast), _x(measure.ratio(stock, floor)),
+                   _x(measure.ratio(fast, floor)),
+                   _x(measure.ratio(stock, fast))]
+            lines.append('| ' + ' | '.join(row) + ' |')
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--steps', type=int, default=measure.DEFAULT_STEPS,
+                   help='steps per block (default %(default)s)')
+    p.add_argument('--repeats', type=int, default=7,
+                   help='recorded rounds per runner (default %(default)s)')
+    p.add_argument('--graphs', default=','.join(measure.GRAPHS),
+                   help='comma-separated subset of %s' % (measure.GRAPHS,))
+    p.add_argument('--json', metavar='PATH',
+                   help='also write medians and raw samples (us/step) here')
+    p.add_argument('-q', '--quiet', action='store_true',
+                   help='no progress on stderr')
+    args = p.parse_args(argv)
+    graphs = [g for g in args.graphs.split(',') if g]
+    for g in graphs:
+        if g not in measure.GRAPHS:
+            p.error('unknown graph %r' % g)
+
+    def log(msg):
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    mod, reason = measure.load_fastmts()
+    fast_state = ('fastmts %s' % getattr(mod, '__version__', '?')
+                  if mod else 'fastmts unavailable (%s)' % reason)
+    t0 = time.perf_counter()
+    results, raw, all_missing = {}, {}, {}
+    for g in graphs:
+        log('measuring %s: %d rounds x %d steps per runner, interleaved'
+            % (g, args.repeats, args.steps))
+        med, spread, samples, missing = measure_graph(g, args.steps,
+                                                      args.repeats, log)
+        results[g] = med
+        raw[g] = {'median_us': med, 'spread_us': spread, 'samples_us': samples}
+        all_missing.update(missing)
+    elapsed = time.perf_counter() - t0
+
+    print('## fastmts per-step benchmark\n')
+    print('TensorFlow %s, %s; %d steps/block, %d interleaved rounds '
+          '(+1 warmup), medians; %.0f s total.\n'
+          % (measure.tf.__version__, fast_state, args.steps, args.repeats,
+             elapsed))
+    print(table(results))
+    print('\nhooks: `stop` = [StopAtStepHook] only, no checkpoint_dir; '
+          '`full` = checkpoint_dir + MonitoredTrainingSession defaults + '
+          'StopAtStepHook, NanTensorHook(loss), '
+          'LoggingTensorHook(every_n_iter=1000).')
+    if all_missing:
+        by_reason = {}
+        for key, why in all_missing.items():
+            kinds = by_reason.setdefault(why, [])
+            if key.split('/')[0] not in kinds:
+                kinds.append(key.split('/')[0])
+        print('\nn/a: ' + '; '.join('%s -- %s' % (', '.join(k), why)
+                                     for why, k in by_reason.items()))
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump({'tensorflow': measure.tf.__version__,
+                       'fastmts': fast_state, 'steps': args.steps,
+                       'repeats': args.repeats, 'graphs': raw}, f, indent=1)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

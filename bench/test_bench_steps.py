@@ -1,0 +1,127 @@
+"""Per-step benchmarks: stock MonitoredTrainingSession vs fastmts, and floors.
+
+Run (not part of the normal test suite; testpaths only lists tests/):
+
+    pytest bench/test_bench_steps.py
+    pytest bench/test_bench_steps.py --benchmark-json=bench.json
+    FASTMTS_BENCH_STEPS=2000 FASTMTS_BENCH_ROUNDS=7 pytest bench/...
+
+Each benchmark round is one block of FASTMTS_BENCH_STEPS steps (default 2000)
+run inside an already-created session (creation is excluded), so
+pytest-benchmark's per-round times divide by that to give per-step time;
+``extra_info['per_step_us']`` has the median per-step microseconds directly.
+
+Interleaving (the machine is noisy): every benchmark has a *partner* runner
+for the same scenario -- stock <-> fastmts for a graph x hooks scenario,
+Session.run <-> native_floor_loop for a graph's floors.  pedantic's ``setup``
+(untimed by pytest-benchmark) runs one block of the partner before every
+timed block of the benchmark's own runner, so the two are measured
+alternately over the same stretch of time: A B A B ... rather than all of A
+then all of B a minute later.  Both are timed by bench/measure.py, and the
+medians of both, plus the stock/fastmts speedup measured in that one
+interleaved run, go into ``extra_info``.  Thus a benchmark's extra_info alone
+pairs stock and fastmts fairly; pytest-benchmark's own stats stay per
+implementation, grouped by scenario (``group = '<graph>/<hooks>'``), so its
+table and ``--benchmark-compare`` are meaningful too.  The price is that each
+block runs twice (once as "own", once as "partner").  The partner part is
+skipped when the partner is unavailable (fastmts not built yet).
+"""
+
+import gc
+import os
+
+import pytest
+
+import measure
+
+STEPS = int(os.environ.get('FASTMTS_BENCH_STEPS', measure.DEFAULT_STEPS))
+ROUNDS = int(os.environ.get('FASTMTS_BENCH_ROUNDS', '5'))
+WARMUP = 1
+
+# pyproject.toml's 120 s default timeout is for the unit tests.
+pytestmark = pytest.mark.timeout(1800)
+
+
+@pytest.fixture(scope='module')
+def runners():
+    """Runners built once per module, keyed by (kind, graph, hooks); the two
+    benchmarks of a pair share them (stock's partner is fastmts's own...)."""
+    cache = {}
+
+    def get(kind, graph, hooks=None):
+        key = (kind, graph, hooks)
+        if key not in cache:
+            ok, reason = measure.available(kind)
+            cache[key] = measure.make_runner(kind, graph, hooks) if ok \
+                else reason
+        return cache[key]
+
+    yield get
+    for r in cache.values():
+        if isinstance(r, measure.Runner):
+            r.close()
+
+
+def _interleaved(benchmark, group, own, partners, info):
+    """Benchmark ``own`` (name -> Runner) with ``partners`` run in setup."""
+    (own_name, _), = own.items()
+    inter = measure.Interleaver({**own, **partners})
+    # With --benchmark-disable pedantic does a single setup+target call and
+    # no warmup, so record that one.
+    record_after = 0 if benchmark.disabled else WARMUP
+    state = {'round': 0}
+
+    def setup():
+        state['round'] += 1
+        record = state['round'] > record_after
+        for name in inter.order(state['round'], partners):
+            inter.run(name, STEPS, record)
+        gc.collect()  # here, not inside the timed target (it takes ~0.1 s)
+
+    def target():
+        inter.run(own_name, STEPS, state['round'] > record_after,
+                  collect=False)
+
+    benchmark.group = group
+    benchmark.pedantic(target, setup=setup, rounds=ROUNDS,
+                       warmup_rounds=WARMUP, iterations=1)
+    med = inter.medians_us()
+    benchmark.extra_info.update(info)
+    benchmark.extra_info.update({
+        'impl': own_name,
+        'steps_per_round': STEPS,
+        'per_step_us': med[own_name],
+        'interleaved_per_step_us': med,
+    })
+    return med
+
+
+@pytest.mark.parametrize('impl', measure.IMPLS)
+@pytest.mark.parametrize('hooks', measure.HOOKS)
+@pytest.mark.parametrize('graph', measure.GRAPHS)
+def test_mts_steps(benchmark, runners, graph, hooks, impl):
+    own = runners(impl, graph, hooks)
+    if not isinstance(own, measure.Runner):
+        pytest.skip(own)
+    other = 'fastmts' if impl == 'stock' else 'stock'
+    partner = runners(other, graph, hooks)
+    partners = {other: partner} if isinstance(partner, measure.Runner) else {}
+    med = _interleaved(benchmark, '%s/%s' % (graph, hooks), {impl: own},
+                       partners, {'graph': graph, 'hooks': hooks})
+    speedup = measure.ratio(med.get('stock'), med.get('fastmts'))
+    benchmark.extra_info['speedup_stock_over_fastmts'] = speedup
+
+
+@pytest.mark.parametrize('impl', measure.FLOORS)
+@pytest.mark.parametrize('graph', measure.GRAPHS)
+def test_floor_steps(benchmark, runners, graph, impl):
+    own = runners(impl, graph)
+    if not isinstance(own, measure.Runner):
+        pytest.skip(own)
+    other = 'native' if impl == 'session' else 'session'
+    partner = runners(other, graph)
+    partners = {other: partner} if isinstance(partner, measure.Runner) else {}
+    med = _interleaved(benchmark, '%s/floor' % graph, {impl: own}, partners,
+                       {'graph': graph, 'hooks': 'none'})
+    benchmark.extra_info['session_over_native'] = measure.ratio(
+        med.get('session'), med.get('native'))

@@ -1,0 +1,304 @@
+// pybind11 bindings of fastmts's native core: glue only. Converts between
+// Python objects and the core's types, takes the GIL for Python calls and
+// releases it around everything that reaches TensorFlow.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hooked_session.h"
+#include "native_hooks.h"
+#include "run_plan.h"
+#include "tensor_convert.h"
+#include "tf_status.h"
+#include "tf_typeids.h"
+
+namespace py = pybind11;
+using namespace fastmts;
+
+namespace {
+
+// ---- Raw TF pointers behind TF's Python objects (pybind11 conduit) --------
+
+// Platform ABI ids TF's own bindings may have been built with; ours first.
+const char* const kAbiIds[] = {
+#ifdef PYBIND11_PLATFORM_ABI_ID
+    PYBIND11_PLATFORM_ABI_ID,
+#endif
+    "_clang_libstdcpp_cxxabi1002", "_gcc_libstdcpp_cxxabi1018", "_gcc_libstdcpp_cxxabi1019",
+    "_clang_libstdcpp_cxxabi1018", "_gcc_libstdcpp_cxxabi1016"};
+
+void* raw_pointer(py::handle obj, const std::type_info& type) {
+  py::object conduit = py::getattr(obj, "_pybind11_conduit_v1_", py::none());
+  if (conduit.is_none())
+    throw py::type_error("object has no pybind11 conduit: " + py::repr(obj).cast<std::string>());
+  py::capsule type_capsule(static_cast<void*>(const_cast<std::type_info*>(&type)),
+                           typeid(std::type_info).name());
+  for (const char* abi : kAbiIds) {
+    py::object cap = conduit(py::bytes(abi), type_capsule, py::bytes("raw_pointer_ephemeral"));
+    if (cap.is_none()) continue;
+    void* p = PyCapsule_GetPointer(cap.ptr(), type.name());
+    if (!p) throw py::error_already_set();
+    return p;
+  }
+  throw py::type_error("could not obtain the TensorFlow object behind " +
+                       py::repr(obj).cast<std::string>() + " (incompatible pybind11 ABI)");
+}
+
+TF_Session* session_pointer(py::handle tf_session) {
+  return static_cast<TF_Session*>(raw_pointer(tf_session.attr("_session"), tf_session_typeid()));
+}
+
+TF_Operation* operation_pointer(py::handle c_op) {
+  return static_cast<TF_Operation*>(raw_pointer(c_op, tf_operation_typeid()));
+}
+
+// ---- numpy <-> TF_Tensor ---------------------------------------------------
+
+// TF dtype enum -> numpy dtype, filled from Python (tf.dtypes knows them all,
+// bfloat16 and the quantized types included).
+std::unordered_map<int, py::object>& numpy_dtypes() {
+  static auto* table = new std::unordered_map<int, py::object>();
+  return *table;
+}
+
+py::object strings_to_python(const TF_Tensor* t) {
+  std::vector<std::string_view> items = string_elements(t);
+  if (TF_NumDims(t) == 0) return py::bytes(items.at(0).data(), items.at(0).size());
+  py::list flat(items.size());
+  for (size_t i = 0; i < items.size(); ++i)
+    flat[i] = py::bytes(items[i].data(), items[i].size());
+  py::module_ np = py::module_::import("numpy");
+  return np.attr("array")(flat, py::arg("dtype") = "O").attr("reshape")(py::cast(tensor_dims(t)));
+}
+
+// Zero-copy: the array keeps the (exclusively owned) TF tensor alive. 0-d
+// results become numpy scalars, as TF's Session.run returns them.
+py::object to_python(const SharedTensor& t) {
+  TF_DataType dt = TF_TensorType(t.get());
+  if (dt == TF_STRING) return strings_to_python(t.get());
+  auto it = numpy_dtypes().find(static_cast<int>(dt));
+  if (it == numpy_dtypes().end())
+    throw py::type_error("cannot fetch a tensor of TF dtype " + std::to_string(dt));
+  std::vector<int64_t> dims = tensor_dims(t.get());
+  auto* keep = new SharedTensor(t);
+  py::capsule base(keep, [](void* p) { delete static_cast<SharedTensor*>(p); });
+  py::array arr(py::dtype::from_args(it->second), std::vector<py::ssize_t>(dims.begin(), dims.end()),
+                TF_TensorData(t.get()), base);
+  if (dims.empty()) return arr[py::tuple()];
+  return std::move(arr);
+}
+
+py::list outputs_to_python(const std::vector<SharedTensor>& outputs) {
+  py::list out(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) out[i] = to_python(outputs[i]);
+  return out;
+}
+
+TensorPtr string_feed(const py::array& arr) {
+  std::vector<int64_t> dims(arr.shape(), arr.shape() + arr.ndim());
+  py::list flat = arr.attr("ravel")().attr("tolist")();
+  std::vector<std::string> storage;
+  storage.reserve(flat.size());
+  for (py::handle item : flat) {
+    if (PyBytes_Check(item.ptr())) {
+      storage.emplace_back(item.cast<std::string>());
+    } else if (PyUnicode_Check(item.ptr())) {
+      storage.emplace_back(py::str(item).cast<std::string>());  // UTF-8, as TF encodes
+    } else {
+      throw py::type_error(std::string("Unsupported object type ") + Py_TYPE(item.ptr())->tp_name);
+    }
+  }
+  std::vector<std::string_view> views(storage.begin(), storage.end());
+  return tensor_from_strings(dims, views);
+}
+
+// Values were already converted by Python to the feed's numpy dtype.
+std::vector<TensorPtr> feeds_from_python(const FeedPlan& plan, py::handle values) {
+  py::sequence seq = py::reinterpret_borrow<py::sequence>(values);
+  if (seq.size() != plan.keys.size())
+    throw py::value_error("feed values do not match the feed plan");
+  std::vector<TensorPtr> out;
+  out.reserve(plan.keys.size());
+  for (size_t i = 0; i < plan.keys.size(); ++i) {
+    if (plan.dtypes[i] == TF_STRING) {
+      out.push_back(string_feed(py::array::ensure(seq[i])));
+      continue;
+    }
+    py::array arr = py::array::ensure(seq[i], py::array::c_style);
+    if (!arr) throw py::error_already_set();
+    const size_t item = TF_DataTypeSize(plan.dtypes[i]);
+    if (item && static_cast<size_t>(arr.itemsize()) != item)
+      throw py::type_error("feed value has the wrong item size for its tensor");
+    std::vector<int64_t> dims(arr.shape(), arr.shape() + arr.ndim());
+    out.push_back(tensor_from_buffer(plan.dtypes[i], dims, arr.data(), arr.nbytes()));
+  }
+  return out;
+}
+
+RunRequest request_from_python(py::handle plan, py::handle feed_plan, py::handle feed_values,
+                               py::handle run_options) {
+  RunRequest r;
+  if (!plan.is_none()) r.plan = plan.cast<std::shared_ptr<RunPlan>>();
+  if (!feed_plan.is_none()) {
+    r.feed_plan = feed_plan.cast<std::shared_ptr<FeedPlan>>();
+    r.feed_values = feeds_from_python(*r.feed_plan, feed_values);
+  }
+  if (!run_options.is_none()) r.run_options = run_options.cast<std::string>();
+  return r;
+}
+
+// ---- Python hooks ----------------------------------------------------------
+
+// A Python hook in the native dispatch. `runner` is fastmts's Python-side
+// adapter (fastmts.hooked_session._PythonHookRunner): it calls the user's
+// hook and resolves what the hook asks for into plans.
+class PyHook : public Hook {
+ public:
+  explicit PyHook(py::object runner) : runner_(std::move(runner)) {}
+
+  void after_create_session(const SessionRunner&) override {
+    py::gil_scoped_acquire gil;
+    runner_.attr("after_create_session")();
+  }
+
+  void before_run(StepContext& ctx, RunRequest& request) override {
+    py::gil_scoped_acquire gil;
+    py::object wish = runner_.attr("before_run")(step_state(ctx));
+    if (wish.is_none()) return;
+    py::tuple t = wish.cast<py::tuple>();
+    request = request_from_python(t[0], t[1], t[2], t[3]);
+  }
+
+  void after_run(StepContext& ctx, const std::vector<SharedTensor>& outputs,
+                 const std::string& run_metadata) override {
+    py::gil_scoped_acquire gil;
+    py::object metadata = run_metadata.empty() ? py::object(py::none())
+                                               : py::object(py::bytes(run_metadata));
+    py::object stop = runner_.attr("after_run")(step_state(ctx), outputs_to_python(outputs), metadata);
+    if (stop.cast<bool>()) ctx.request_stop();
+  }
+
+  void end(const SessionRunner&) override {
+    py::gil_scoped_acquire gil;
+    runner_.attr("end")();
+  }
+
+ private:
+  static py::handle step_state(const StepContext& ctx) {
+    return *static_cast<py::object*>(ctx.user_data());
+  }
+  py::object runner_;
+};
+
+std::shared_ptr<RunPlan> make_plan(const std::vector<std::pair<py::object, int>>& fetches,
+                  const std::vector<py::object>& targets) {
+  auto plan = std::make_shared<RunPlan>();
+  for (const auto& [c_op, index] : fetches) plan->fetches.push_back({operation_pointer(c_op), index});
+  for (const auto& c_op : targets) plan->targets.push_back(operation_pointer(c_op));
+  return plan;
+}
+
+std::shared_ptr<FeedPlan> make_feed_plan(const std::vector<std::pair<py::object, int>>& keys,
+                           const std::vector<int>& dtypes, const std::vector<std::string>& labels) {
+  if (keys.size() != dtypes.size() || keys.size() != labels.size())
+    throw py::value_error("feed plan: keys, dtypes and labels differ in length");
+  auto plan = std::make_shared<FeedPlan>();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    plan->keys.push_back({operation_pointer(keys[i].first), keys[i].second});
+    plan->dtypes.push_back(static_cast<TF_DataType>(dtypes[i]));
+  }
+  plan->labels = labels;
+  return plan;
+}
+
+py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan,
+                   py::handle feed_values, py::handle run_options, bool want_metadata,
+                   py::object step_state) {
+  if (!session.attached()) throw std::logic_error("fastmts: run on a detached session");
+  RunRequest caller = request_from_python(plan, feed_plan, feed_values, run_options);
+  RunResult result;
+  {
+    py::gil_scoped_release nogil;
+    result = session.run(caller, want_metadata, &step_state);
+  }
+  py::object metadata = result.run_metadata.empty() ? py::object(py::none())
+                                                    : py::object(py::bytes(result.run_metadata));
+  return py::make_tuple(outputs_to_python(result.outputs), metadata);
+}
+
+// The speed floor for benchmarks: `steps` bare TF_SessionRun calls in C++.
+double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, int64_t steps) {
+  SessionRunner runner(session_pointer(tf_session));
+  RunRequest request;
+  request.plan = plan;
+  py::gil_scoped_release nogil;
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < steps; ++i) runner.run(request);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "fastmts native core";
+
+  // Leaked on purpose: it must outlive the interpreter's module teardown.
+  static auto* status_error = new py::exception<TFError>(m, "StatusError");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const TFError& e) {
+      py::object args = py::make_tuple(e.code(), py::str(e.what()));
+      PyErr_SetObject(status_error->ptr(), args.ptr());
+    } catch (const FeedConflictError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const StoppedError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  m.def("register_numpy_dtype", [](int tf_enum, py::object np_dtype) {
+    numpy_dtypes()[tf_enum] = std::move(np_dtype);
+  });
+
+  py::class_<RunPlan, std::shared_ptr<RunPlan>>(m, "RunPlan")
+      .def(py::init(&make_plan), py::arg("fetches"), py::arg("targets"))
+      .def_property_readonly("num_fetches", [](const RunPlan& p) { return p.fetches.size(); })
+      .def_property_readonly("num_targets", [](const RunPlan& p) { return p.targets.size(); });
+
+  py::class_<FeedPlan, std::shared_ptr<FeedPlan>>(m, "FeedPlan")
+      .def(py::init(&make_feed_plan), py::arg("keys"), py::arg("dtypes"), py::arg("labels"));
+
+  py::class_<Hook, HookPtr>(m, "Hook");
+  py::class_<PyHook, Hook, std::shared_ptr<PyHook>>(m, "PythonHook")
+      .def(py::init<py::object>(), py::arg("runner"));
+  py::class_<StopAtStepHook, Hook, std::shared_ptr<StopAtStepHook>>(m, "StopAtStepHook")
+      .def(py::init([](py::object c_op, int index, int64_t num_steps, int64_t last_step) {
+             return std::make_shared<StopAtStepHook>(TF_Output{operation_pointer(c_op), index},
+                                                     num_steps, last_step);
+           }),
+           py::arg("global_step_op"), py::arg("global_step_index"), py::arg("num_steps"),
+           py::arg("last_step"))
+      .def_property_readonly("last_step", &StopAtStepHook::last_step);
+
+  py::class_<HookedSession>(m, "HookedSession")
+      .def(py::init<std::vector<HookPtr>>(), py::arg("hooks"))
+      .def("attach",
+           [](HookedSession& s, py::handle tf_session) {
+             TF_Session* raw = session_pointer(tf_session);
+             py::gil_scoped_release nogil;
+             s.attach(raw);
+           })
+      .def("detach", &HookedSession::detach)
+      .def("end", &HookedSession::end, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("stop_requested", &HookedSession::stop_requested)
+      .def("run", &run_step, py::arg("plan"), py::arg("feed_plan"), py::arg("feed_values"),
+           py::arg("run_options"), py::arg("want_metadata"), py::arg("step_state"));
+
+  m.def("floor_loop", &floor_loop, py::arg("tf_session"), py::arg("plan"), py::arg("steps"));
+}

@@ -1,0 +1,54 @@
+#include "run_plan.h"
+
+#include "tf_status.h"
+
+namespace fastmts {
+
+namespace {
+struct BufferDeleter {
+  void operator()(TF_Buffer* b) const { TF_DeleteBuffer(b); }
+};
+}  // namespace
+
+void SessionRunner::run(const std::vector<TF_Output>& inputs,
+                        const std::vector<TF_Tensor*>& input_values,
+                        const std::vector<TF_Output>& fetches,
+                        const std::vector<TF_Operation*>& targets,
+                        const std::string& run_options, bool want_metadata,
+                        RunResult* result) const {
+  // A borrowed view of the options: TF only reads it during the call.
+  TF_Buffer options{run_options.data(), run_options.size(), nullptr};
+  std::unique_ptr<TF_Buffer, BufferDeleter> metadata(want_metadata ? TF_NewBuffer() : nullptr);
+  std::vector<TF_Tensor*> raw_outputs(fetches.size(), nullptr);
+  Status status;
+  TF_SessionRun(session_, run_options.empty() ? nullptr : &options, inputs.data(),
+                input_values.data(), static_cast<int>(inputs.size()), fetches.data(),
+                raw_outputs.data(), static_cast<int>(fetches.size()), targets.data(),
+                static_cast<int>(targets.size()), metadata.get(), status.get());
+  if (TF_GetCode(status.get()) != TF_OK) {
+    for (TF_Tensor* t : raw_outputs)
+      if (t) TF_DeleteTensor(t);
+    status.raise_if_error();
+  }
+  result->outputs.clear();
+  result->outputs.reserve(raw_outputs.size());
+  for (TF_Tensor* t : raw_outputs) result->outputs.push_back(take_exclusive(t));
+  if (metadata)
+    result->run_metadata.assign(static_cast<const char*>(metadata->data), metadata->length);
+}
+
+RunResult SessionRunner::run(const RunRequest& request, bool want_metadata) const {
+  static const std::vector<TF_Output> kNoOutputs;
+  static const std::vector<TF_Operation*> kNoTargets;
+  std::vector<TF_Tensor*> values;
+  values.reserve(request.feed_values.size());
+  for (const auto& v : request.feed_values) values.push_back(v.get());
+  const std::vector<TF_Output>& inputs = request.feed_plan ? request.feed_plan->keys : kNoOutputs;
+  RunResult result;
+  run(inputs, values, request.plan ? request.plan->fetches : kNoOutputs,
+      request.plan ? request.plan->targets : kNoTargets, request.run_options, want_metadata,
+      &result);
+  return result;
+}
+
+}  // namespace fastmts

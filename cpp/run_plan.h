@@ -1,0 +1,70 @@
+// What one TF_SessionRun needs, resolved once and reused: the fetched
+// outputs, the target operations and the fed inputs. Knows nothing of Python.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor_convert.h"
+#include "tensorflow/c/c_api.h"
+
+namespace fastmts {
+
+// The fetches of one fetch structure, already deduplicated (as TF's
+// _FetchHandler does). Resolved once per distinct structure and cached.
+struct RunPlan {
+  std::vector<TF_Output> fetches;
+  std::vector<TF_Operation*> targets;
+};
+using PlanPtr = std::shared_ptr<const RunPlan>;
+
+// The inputs of one feed_dict key set. `labels` are the caller's keys as TF
+// prints them in its conflict errors (repr of the key).
+struct FeedPlan {
+  std::vector<TF_Output> keys;
+  std::vector<TF_DataType> dtypes;
+  std::vector<std::string> labels;
+};
+using FeedPlanPtr = std::shared_ptr<const FeedPlan>;
+
+// One party's wishes for one step: the caller's, or one hook's.
+struct RunRequest {
+  PlanPtr plan;                       // may be null: nothing to fetch
+  FeedPlanPtr feed_plan;              // may be null: nothing to feed
+  std::vector<TensorPtr> feed_values; // one per feed_plan key
+  // Serialized RunOptions. Empty means defaults. Hooks' options are merged
+  // field by field by the caller of run, so a non-empty value from a later
+  // party replaces an earlier one.
+  std::string run_options;
+};
+
+struct RunResult {
+  std::vector<SharedTensor> outputs;  // one per plan fetch
+  std::string run_metadata;           // serialized RunMetadata, if asked for
+};
+
+inline bool same_output(const TF_Output& a, const TF_Output& b) {
+  return a.oper == b.oper && a.index == b.index;
+}
+
+// One TF_SessionRun on a session that stays owned by TF's Python Session
+// object. Thread-safe as TF_SessionRun is. Throws TFError on failure.
+class SessionRunner {
+ public:
+  explicit SessionRunner(TF_Session* session) : session_(session) {}
+
+  void run(const std::vector<TF_Output>& inputs, const std::vector<TF_Tensor*>& input_values,
+           const std::vector<TF_Output>& fetches, const std::vector<TF_Operation*>& targets,
+           const std::string& run_options, bool want_metadata, RunResult* result) const;
+
+  // A plain run of one request, as hooks' own session.run() calls do.
+  RunResult run(const RunRequest& request, bool want_metadata = false) const;
+
+  TF_Session* session() const { return session_; }
+
+ private:
+  TF_Session* session_;
+};
+
+}  // namespace fastmts

@@ -1,0 +1,10 @@
+#include "tf_status.h"
+
+namespace fastmts {
+
+void Status::raise_if_error() const {
+  TF_Code code = TF_GetCode(status_);
+  if (code != TF_OK) throw TFError(static_cast<int>(code), TF_Message(status_));
+}
+
+}  // namespace fastmts

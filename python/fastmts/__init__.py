@@ -1,0 +1,54 @@
+"""fastmts: a C++-accelerated drop-in for tf.compat.v1.train's MonitoredSession family.
+
+    import fastmts
+    with fastmts.MonitoredTrainingSession(checkpoint_dir=d, hooks=[...]) as sess:
+      while not sess.should_stop():
+        sess.run(train_op)
+"""
+import tensorflow as _tf  # loads TF's shared libraries before the extension
+
+from fastmts import _native
+
+
+def _register_dtypes():
+  """Teaches the native core the numpy dtype of every TF dtype that has one
+  (bfloat16 and the quantized types included); strings are handled natively,
+  resources and variants have none."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  for dtype in _tf.dtypes.__dict__.values():
+    if not isinstance(dtype, _tf.dtypes.DType) or dtype._is_ref_dtype:  # pylint: disable=protected-access
+      continue
+    try:
+      np_dtype = dtype.as_numpy_dtype
+    except (KeyError, TypeError):
+      continue
+    if np_dtype is not object:
+      _native.register_numpy_dtype(dtype.as_datatype_enum, np.dtype(np_dtype))
+
+
+_register_dtypes()
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from fastmts.basic_session_run_hooks import StopAtStepHook
+from fastmts.monitored_session import MonitoredSession
+from fastmts.monitored_session import MonitoredTrainingSession
+from fastmts.monitored_session import SingularMonitoredSession
+from fastmts.monitored_session import USE_DEFAULT
+from fastmts.session_creators import ChiefSessionCreator
+from fastmts.session_creators import Scaffold
+from fastmts.session_creators import SessionCreator
+from fastmts.session_creators import WorkerSessionCreator
+from fastmts.session_run_hook import SessionRunArgs
+from fastmts.session_run_hook import SessionRunContext
+from fastmts.session_run_hook import SessionRunHook
+from fastmts.session_run_hook import SessionRunValues
+from fastmts.benchmarking import native_floor_loop
+
+__version__ = '0.1.0'
+
+__all__ = [
+    'MonitoredTrainingSession', 'MonitoredSession', 'SingularMonitoredSession', 'Scaffold',
+    'SessionCreator', 'ChiefSessionCreator', 'WorkerSessionCreator', 'SessionRunHook',
+    'SessionRunArgs', 'SessionRunContext', 'SessionRunValues', 'StopAtStepHook',
+    'USE_DEFAULT', 'native_floor_loop',
+]

@@ -1,0 +1,37 @@
+"""TF_Status errors from the native core -> the tf.errors class TF would raise.
+
+Mirrors what TF's own BaseSession._do_call does with a failed run: find the
+op the message names, interpolate graph locations into the message, and raise
+the error class of the status code with (node_def, op, message).
+"""
+from tensorflow.python.client import session as _tf_session
+from tensorflow.python.framework import error_interpolation
+from tensorflow.python.framework import errors_impl
+from tensorflow.python.util import compat
+
+from fastmts import _native
+
+StatusError = _native.StatusError
+
+
+def from_status(status_error, graph):
+  """Returns the tf.errors.OpError for a native StatusError(code, message)."""
+  code, message = status_error.args
+  message = compat.as_text(message)
+  exc_type = errors_impl.exception_type_from_error_code(code)
+  node_def = None
+  op = None
+  m = _tf_session.BaseSession._NODEDEF_NAME_RE.search(message)  # pylint: disable=protected-access
+  if m is not None:
+    try:
+      op = graph.get_operation_by_name(m.group(3))
+      node_def = op.node_def
+    except KeyError:
+      pass
+  message = error_interpolation.interpolate_graph(message, graph)
+  if 'only supports NHWC tensor format' in message:
+    message += ('\nA possible workaround: Try disabling Grappler optimizer'
+                '\nby modifying the config for creating the session eg.'
+                '\nsession_config.graph_options.rewrite_options.'
+                'disable_meta_optimizer = True')
+  return exc_type(node_def, op, message)

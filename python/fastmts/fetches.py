@@ -1,0 +1,234 @@
+"""Fetch and feed structures -> cached native run plans, and results back.
+
+TF's Session.run re-walks the fetch structure and feed_dict on every call.
+Here a structure is resolved once (with TF's own _FetchHandler, so every
+structure TF accepts works and every error is TF's) into a native RunPlan,
+cached by the identity of its leaves; later steps only look the plan up.
+"""
+import numpy as np
+
+from tensorflow.python.client import session as _tf_session
+from tensorflow.python.framework import indexed_slices
+from tensorflow.python.framework import ops
+from tensorflow.python.framework import sparse_tensor
+from tensorflow.python.framework import tensor as tensor_lib
+from tensorflow.python.ops import variables
+from tensorflow.python.util import nest
+
+from fastmts import _native
+
+# Plans are few per session (one per distinct fetch structure); the bound only
+# protects against a caller that builds a new structure of new leaves per step.
+_MAX_CACHED_PLANS = 512
+
+_LEAF_BASES = (tensor_lib.Tensor, ops.Operation, variables.Variable)
+_is_leaf_type = {}
+
+
+def _leaf(t):
+  known = _is_leaf_type.get(t)
+  if known is None:
+    known = _is_leaf_type[t] = issubclass(t, _LEAF_BASES)
+  return known
+
+
+def _structure_key(fetches):
+  """A hashable key for a fetch structure, or None if it is not cacheable.
+
+  Leaves are keyed by identity; the plan keeps them alive so an id is never
+  reused while its plan is cached. Containers are keyed by type and content,
+  so a new list with the same leaves finds the same plan.
+  """
+  t = type(fetches)
+  if t is str:
+    return fetches
+  if _leaf(t):
+    return id(fetches)
+  if t is list or t is tuple or (issubclass(t, tuple) and hasattr(t, '_fields')):
+    keys = tuple([_structure_key(f) for f in fetches])
+    return None if None in keys else (t, keys)
+  if t is dict:
+    try:
+      keys = tuple([(k, _structure_key(v)) for k, v in fetches.items()])
+    except TypeError:
+      return None
+    return None if any(k[1] is None for k in keys) else (t, keys)
+  return None
+
+
+def _output_of(tensor):
+  return (tensor.op._c_op, tensor.value_index)  # pylint: disable=protected-access
+
+
+class FetchPlan:
+  """A resolved fetch structure: the native plan and how to rebuild results."""
+  __slots__ = ('native', 'build', 'source')
+
+  def __init__(self, native, build, source):
+    self.native = native
+    self.build = build      # list of fetched values -> caller's structure
+    self.source = source    # keeps the keyed leaves alive
+
+
+def _make_fetch_plan(graph, tf_session, fetches):
+  handler = _tf_session._FetchHandler(graph, fetches, {})  # pylint: disable=protected-access
+  tensors = handler.fetches()
+  targets = handler.targets()
+  native = _native.RunPlan([_output_of(t) for t in tensors],
+                           [op._c_op for op in targets])  # pylint: disable=protected-access
+  t = type(fetches)
+  if _leaf(t) or t is str:
+    build = (lambda values: values[0]) if tensors else (lambda values: None)
+    if tensors and handler._fetch_handles:  # pylint: disable=protected-access
+      build = lambda values: handler.build_results(tf_session, values)
+  else:
+    build = lambda values: handler.build_results(tf_session, values)
+  return FetchPlan(native, build, fetches)
+
+
+class _FeedConverter:
+  """Converts one fed value as TF's Session.run does, with TF's errors."""
+  __slots__ = ('tensor', 'np_dtype', 'dims', 'feedable', 'key')
+
+  def __init__(self, graph, key, tensor):
+    self.tensor = tensor
+    self.key = key
+    self.np_dtype = tensor.dtype.as_numpy_dtype
+    shape = tensor.get_shape()
+    self.dims = None if shape.rank is None else tuple(shape.as_list())
+    self.feedable = graph.is_feedable(tensor)
+
+  def __call__(self, value, original_key, original_value):
+    if isinstance(value, tensor_lib.Tensor):
+      raise TypeError(
+          'The value of a feed cannot be a tf.Tensor object. Acceptable '
+          'feed values include Python scalars, strings, lists, numpy '
+          'ndarrays, or TensorHandles. For reference, the tensor object '
+          f'was {str(original_value)} which was passed to the argument '
+          f'`feed_dict` with key {str(original_key)}.')
+    np_dtype = self.np_dtype
+    if isinstance(value, int) and _tf_session._convert_to_numpy_obj(  # pylint: disable=protected-access
+        np_dtype, value) != value:
+      raise TypeError(
+          f'Type of feed value {str(value)} with type ' +
+          f'{str(type(value))} is not compatible with Tensor type '
+          f'{str(np_dtype)}. Try explicitly setting the type of the '
+          'feed tensor to a larger type (e.g. int64).')
+    if hasattr(value, 'to_numpy_array') and not isinstance(value, np.ndarray):
+      np_val = value.to_numpy_array()  # a TensorHandle
+    else:
+      np_val = np.asarray(value, dtype=np_dtype)
+      dims = self.dims
+      if dims is not None:
+        shape = np_val.shape
+        if len(shape) != len(dims) or any(
+            d is not None and d != s for d, s in zip(dims, shape)):
+          raise ValueError(
+              f'Cannot feed value of shape {str(np_val.shape)} for Tensor '
+              f'{self.tensor.name}, which has shape '
+              f'{str(self.tensor.get_shape())}')
+    if not self.feedable:
+      raise ValueError(f'Tensor {self.tensor.name} may not be fed.')
+    return np_val
+
+
+class FeedPlan:
+  """A resolved feed_dict key set: the native plan and one converter a key."""
+  __slots__ = ('native', 'converters', 'keys')
+
+  def __init__(self, native, converters, keys):
+    self.native = native
+    self.converters = converters
+    self.keys = keys
+
+
+def _expand_feed(feed, feed_val):
+  """TF's feed expansions: a SparseTensor or IndexedSlices key feeds several."""
+  for tensor_type, _, feed_fn, _ in _tf_session._REGISTERED_EXPANSIONS:  # pylint: disable=protected-access
+    if isinstance(feed, tensor_type):
+      return feed_fn(feed, feed_val)
+  raise TypeError(f'{feed} in argument `feed_dict` has invalid type '
+                  f'"{type(feed).__name__}"')
+
+
+def _resolve_feed_key(graph, key):
+  try:
+    return graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+  except Exception as e:  # pylint: disable=broad-except
+    raise TypeError(f'Cannot interpret feed_dict key as Tensor: {e.args[0]}')
+
+
+def _make_feed_plan(graph, subfeeds):
+  """subfeeds: list of (key as given, subfeed key) in feed order."""
+  converters = []
+  outputs, dtypes, labels = [], [], []
+  for key, subfeed in subfeeds:
+    t = _resolve_feed_key(graph, subfeed)
+    converters.append(_FeedConverter(graph, key, t))
+    outputs.append(_output_of(t))
+    dtypes.append(t.dtype.base_dtype.as_datatype_enum)
+    labels.append(repr(key))
+  native = _native.FeedPlan(outputs, dtypes, labels)
+  return FeedPlan(native, converters, [k for k, _ in subfeeds])
+
+
+class PlanCache:
+  """The plans of one graph and session."""
+
+  def __init__(self, graph, tf_session):
+    self._graph = graph
+    self._tf_session = tf_session
+    self._fetch_plans = {}
+    self._feed_plans = {}
+
+  def fetch_plan(self, fetches):
+    key = _structure_key(fetches)
+    if key is not None:
+      plan = self._fetch_plans.get(key)
+      if plan is not None:
+        return plan
+    plan = _make_fetch_plan(self._graph, self._tf_session, fetches)
+    if key is not None:
+      if len(self._fetch_plans) >= _MAX_CACHED_PLANS:
+        self._fetch_plans.clear()
+      self._fetch_plans[key] = plan
+    return plan
+
+  def feeds(self, feed_dict):
+    """feed_dict -> (native FeedPlan, list of converted values)."""
+    simple = True
+    key = []
+    for k in feed_dict:
+      t = type(k)
+      if t is str:
+        key.append(k)
+      elif _leaf(t) and not issubclass(t, (sparse_tensor.SparseTensor,
+                                           indexed_slices.IndexedSlices)):
+        key.append(id(k))
+      else:
+        simple = False
+        break
+    if simple:
+      key = tuple(key)
+      plan = self._feed_plans.get(key)
+      if plan is None:
+        plan = _make_feed_plan(self._graph, [(k, k) for k in feed_dict])
+        if len(self._feed_plans) >= _MAX_CACHED_PLANS:
+          self._feed_plans.clear()
+        self._feed_plans[key] = plan
+      values = [conv(v, k, v) for conv, k, v in
+                zip(plan.converters, plan.keys, feed_dict.values())]
+      return plan.native, values
+    # Nested keys (tuples of tensors) and expanding keys (SparseTensor):
+    # resolved afresh, exactly as TF does on every call.
+    subfeeds, subvalues = [], []
+    for feed, feed_val in nest.flatten_dict_items(feed_dict).items():
+      for subfeed, subfeed_val in _expand_feed(feed, feed_val):
+        subfeeds.append((feed, subfeed))
+        subvalues.append((subfeed_val, feed, feed_val))
+    plan = _make_feed_plan(self._graph, subfeeds)
+    for conv, (_, subfeed) in zip(plan.converters, subfeeds):
+      conv.key = subfeed
+    values = [conv(v, k, orig) for conv, (v, k, orig) in
+              zip(plan.converters, subvalues)]
+    return plan.native, values

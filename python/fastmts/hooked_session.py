@@ -1,0 +1,164 @@
+"""TF's _HookedSession, with the dispatch in C++.
+
+The native HookedSession calls every hook around one merged TF_SessionRun.
+A native hook (see basic_session_run_hooks) runs there without Python; a
+Python hook is wrapped in a _PythonHookRunner that the native dispatch calls
+with the GIL held.
+"""
+from tensorflow.core.protobuf import config_pb2
+
+from fastmts import _native
+from fastmts import errors
+from fastmts import fetches as fetches_lib
+from fastmts.session_run_hook import SessionRunArgs
+from fastmts.session_run_hook import SessionRunContext
+from fastmts.session_run_hook import SessionRunValues
+
+
+def merge_run_options(options, incoming_options):
+  """Merges RunOptions as TF's _HookedSession does: max of the numbers, OR of
+  the flags, debug watches appended."""
+  options.trace_level = max(options.trace_level, incoming_options.trace_level)
+  options.timeout_in_ms = max(options.timeout_in_ms, incoming_options.timeout_in_ms)
+  options.inter_op_thread_pool = max(options.inter_op_thread_pool,
+                                     incoming_options.inter_op_thread_pool)
+  options.output_partition_graphs = max(options.output_partition_graphs,
+                                        incoming_options.output_partition_graphs)
+  options.debug_options.debug_tensor_watch_opts.extend(
+      incoming_options.debug_options.debug_tensor_watch_opts)
+  options.debug_options.reset_disk_byte_usage = (
+      options.debug_options.reset_disk_byte_usage or
+      incoming_options.debug_options.reset_disk_byte_usage)
+  options.report_tensor_allocations_upon_oom = (
+      options.report_tensor_allocations_upon_oom or
+      incoming_options.report_tensor_allocations_upon_oom)
+
+
+class _StepState:
+  """What the Python hooks of one step share (only built when there are any)."""
+  __slots__ = ('run_context', 'options', 'run_metadata', 'metadata_parsed', 'plans')
+
+  def __init__(self, run_context, options, run_metadata):
+    self.run_context = run_context
+    self.options = options
+    self.run_metadata = run_metadata
+    self.metadata_parsed = False
+    self.plans = {}
+
+  def take_metadata(self, serialized):
+    if serialized is not None and not self.metadata_parsed:
+      self.run_metadata.ParseFromString(serialized)
+      self.metadata_parsed = True
+
+
+class _PythonHookRunner:
+  """Adapts one Python SessionRunHook to the native dispatch."""
+
+  def __init__(self, hook, session):
+    self._hook = hook
+    self._session = session  # the HookedSession: current tf session, coord, plans
+
+  def after_create_session(self):
+    self._hook.after_create_session(self._session.tf_sess, self._session.coord)
+
+  def before_run(self, state):
+    request = self._hook.before_run(state.run_context)
+    if request is None:
+      return None
+    plan = native_plan = feed_plan = values = options = None
+    if request.fetches is not None:
+      plan = self._session.plans.fetch_plan(request.fetches)
+      native_plan = plan.native
+    state.plans[self] = plan
+    if request.feed_dict:
+      feed_plan, values = self._session.plans.feeds(request.feed_dict)
+    if request.options:
+      merge_run_options(state.options, request.options)
+      options = state.options.SerializeToString()
+    return native_plan, feed_plan, values, options
+
+  def after_run(self, state, outputs, run_metadata):
+    state.take_metadata(run_metadata)
+    plan = state.plans.get(self)
+    results = plan.build(outputs) if plan is not None else None
+    self._hook.after_run(
+        state.run_context,
+        SessionRunValues(results=results, options=state.options,
+                         run_metadata=state.run_metadata))
+    return state.run_context.stop_requested
+
+  def end(self):
+    self._hook.end(self._session.tf_sess)
+
+
+class HookedSession:
+  """A tf.compat.v1.Session run through the native hook dispatch.
+
+  Built once per monitored session from its hooks; attach() binds each raw
+  session the creator makes (again after recovery).
+  """
+
+  def __init__(self, hooks):
+    from fastmts import basic_session_run_hooks  # pylint: disable=g-import-not-at-top
+    native_hooks = []
+    self._accelerated = []  # stand-ins of stock hooks, synced after attach
+    self._python_hooks = 0
+    for hook in hooks:
+      stand_in = basic_session_run_hooks.native_hook_of(hook)
+      if stand_in is None:
+        native_hooks.append(_native.PythonHook(_PythonHookRunner(hook, self)))
+        self._python_hooks += 1
+      else:
+        native_hooks.append(stand_in.native)
+        self._accelerated.append(stand_in)
+    self._native = _native.HookedSession(native_hooks)
+    self.tf_sess = None
+    self.coord = None
+    self.plans = None
+    self.graph = None
+
+  def attach(self, tf_sess, coord):
+    self.tf_sess = tf_sess
+    self.coord = coord
+    self.graph = tf_sess.graph
+    self.plans = fetches_lib.PlanCache(tf_sess.graph, tf_sess)
+    self._native.attach(tf_sess)
+    for stand_in in self._accelerated:
+      stand_in.after_attach()
+
+  def detach(self):
+    self._native.detach()
+    self.tf_sess = None
+    self.coord = None
+    self.plans = None
+
+  @property
+  def stop_requested(self):
+    return self._native.stop_requested
+
+  def end(self):
+    self._native.end()
+
+  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    plan = self.plans.fetch_plan(fetches)
+    feed_plan = values = None
+    if feed_dict:
+      feed_plan, values = self.plans.feeds(feed_dict)
+    state = None
+    if self._python_hooks:
+      state = _StepState(
+          SessionRunContext(original_args=SessionRunArgs(fetches, feed_dict),
+                            session=self.tf_sess),
+          options or config_pb2.RunOptions(),
+          run_metadata or config_pb2.RunMetadata())
+      options = state.options
+    serialized_options = options.SerializeToString() if options is not None else None
+    try:
+      outputs, metadata = self._native.run(plan.native, feed_plan, values, serialized_options,
+                                           run_metadata is not None, state)
+    except errors.StatusError as e:
+      raise errors.from_status(e, self.graph) from None
+    if run_metadata is not None and metadata is not None and (
+        state is None or not state.metadata_parsed):
+      run_metadata.ParseFromString(metadata)
+    return plan.build(outputs)

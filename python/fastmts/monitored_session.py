@@ -1,0 +1,525 @@
+"""MonitoredSession, SingularMonitoredSession and MonitoredTrainingSession.
+
+Layered as TF's monitored_session.py: a _RecoverableSession (re-creates the
+session on AbortedError/UnavailableError) wraps a _CoordinatedSession
+(Coordinator, queue runners, grace period) which wraps the HookedSession
+(native hook dispatch around one TF_SessionRun). Creation, recovery and
+close are rare and stay in Python; the step itself is native.
+"""
+import os
+
+from tensorflow.python.distribute import distribute_coordinator_context
+from tensorflow.python.framework import errors
+from tensorflow.python.framework import ops
+from tensorflow.python.platform import tf_logging as logging
+from tensorflow.python.training import basic_session_run_hooks
+from tensorflow.python.training import coordinator
+from tensorflow.python.training import monitored_session as _tf_monitored_session
+from tensorflow.python.training import queue_runner
+from tensorflow.python.util import function_utils
+
+from fastmts.hooked_session import HookedSession
+from fastmts.session_creators import ChiefSessionCreator
+from fastmts.session_creators import Scaffold
+from fastmts.session_creators import SessionCreator
+from fastmts.session_creators import WorkerSessionCreator
+
+# TF's own sentinel, so code that passes tf's USE_DEFAULT explicitly works.
+USE_DEFAULT = _tf_monitored_session.USE_DEFAULT
+
+_PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
+
+
+def _step_counter_hook(summary_dir, log_step_count_steps):
+  return basic_session_run_hooks.StepCounterHook(
+      output_dir=summary_dir, every_n_steps=log_step_count_steps)
+
+
+def _summary_saver_hook(scaffold, summary_dir, save_summaries_steps, save_summaries_secs):
+  return basic_session_run_hooks.SummarySaverHook(
+      scaffold=scaffold, save_steps=save_summaries_steps, save_secs=save_summaries_secs,
+      output_dir=summary_dir)
+
+
+def _checkpoint_saver_hook(scaffold, checkpoint_dir, save_checkpoint_steps,
+                           save_checkpoint_secs, save_graph_def):
+  return basic_session_run_hooks.CheckpointSaverHook(
+      checkpoint_dir, save_steps=save_checkpoint_steps, save_secs=save_checkpoint_secs,
+      scaffold=scaffold, save_graph_def=save_graph_def)
+
+
+def _saves(steps, secs):
+  return bool((steps and steps > 0) or (secs and secs > 0))
+
+
+def _create_monitored_session_with_worker_context(
+    worker_context, scaffold, checkpoint_dir=None, hooks=None, chief_only_hooks=None,
+    save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
+    config=None, stop_grace_period_secs=120, log_step_count_steps=100, max_wait_secs=7200,
+    save_checkpoint_steps=None, summary_dir=None, save_graph_def=True):
+  """MonitoredTrainingSession under a distribute-coordinator worker context:
+  TF's rules for which task writes summaries and checkpoints, and where."""
+  all_hooks = list(hooks or [])
+  if chief_only_hooks and worker_context.is_chief:
+    all_hooks.extend(chief_only_hooks)
+  tmpdir = None
+  if type(worker_context._strategy).__name__ in (  # pylint: disable=protected-access
+      'CollectiveAllReduceStrategy', 'CollectiveAllReduceStrategyV1',
+      'MultiWorkerMirroredStrategy'):
+    tmpdir = ('tmp_%s_%d' % (worker_context.task_type, worker_context.task_id)
+              if worker_context.task_type else 'tmp')
+    if save_checkpoint_secs:
+      logging.warning('Collective ops may deadlock with '
+                      '`save_checkpoints_secs` please use '
+                      '`save_checkpoint_steps` instead. Clearing '
+                      '`save_checkpoint_secs` and setting '
+                      '`save_checkpoint_steps` to 1000 now.')
+      save_checkpoint_secs = None
+      save_checkpoint_steps = 1000
+    if save_summaries_secs:
+      logging.warning('Collective ops may run out of sync with'
+                      '`save_summaries_secs`, please use '
+                      '`save_summaries_steps` instead.')
+
+  def where(base, owns):  # this task's own dir, its tmp dir, or none
+    if owns:
+      return base
+    return os.path.join(base, tmpdir) if tmpdir else None
+
+  summary_dir = summary_dir or checkpoint_dir
+  summaries_to = where(summary_dir, worker_context.should_save_summary) if summary_dir else None
+  if summaries_to and log_step_count_steps and log_step_count_steps > 0:
+    all_hooks.append(_step_counter_hook(summaries_to, log_step_count_steps))
+  # As in TF, the checkpoint hook is only considered when summaries are on.
+  if summary_dir and _saves(save_summaries_steps, save_summaries_secs):
+    if summaries_to:
+      all_hooks.append(_summary_saver_hook(scaffold, summaries_to, save_summaries_steps,
+                                           save_summaries_secs))
+    checkpoints_to = (where(checkpoint_dir, worker_context.should_checkpoint)
+                      if checkpoint_dir else None)
+    if checkpoints_to and _saves(save_checkpoint_steps, save_checkpoint_secs):
+      all_hooks.append(_checkpoint_saver_hook(scaffold, checkpoints_to, save_checkpoint_steps,
+                                              save_checkpoint_secs, save_graph_def))
+  logging.info('all_hooks %r', all_hooks)
+  session_creator = worker_context.session_creator(
+      scaffold, config=config, checkpoint_dir=checkpoint_dir, max_wait_secs=max_wait_secs)
+  return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
+                          stop_grace_period_secs=stop_grace_period_secs)
+
+
+def MonitoredTrainingSession(  # pylint: disable=invalid-name
+    master='',
+    is_chief=True,
+    checkpoint_dir=None,
+    scaffold=None,
+    hooks=None,
+    chief_only_hooks=None,
+    save_checkpoint_secs=USE_DEFAULT,
+    save_summaries_steps=USE_DEFAULT,
+    save_summaries_secs=USE_DEFAULT,
+    config=None,
+    stop_grace_period_secs=120,
+    log_step_count_steps=100,
+    max_wait_secs=7200,
+    save_checkpoint_steps=USE_DEFAULT,
+    summary_dir=None,
+    save_graph_def=True):
+  """Creates a `MonitoredSession` for training, as
+  `tf.compat.v1.train.MonitoredTrainingSession` does.
+
+  For a chief, sets up initialization/restoring and the default hooks (step
+  counter, summaries, and checkpoints when `checkpoint_dir` is set, with
+  `chief_only_hooks`); a worker waits for the chief to initialize, up to
+  `max_wait_secs`. Defaults: checkpoints every 600 s, summaries every 100
+  steps. See TF's documentation for every argument; behaviour is the same.
+
+  Returns:
+    A fastmts `MonitoredSession`.
+  """
+  if save_summaries_steps == USE_DEFAULT and save_summaries_secs == USE_DEFAULT:
+    save_summaries_steps = 100
+    save_summaries_secs = None
+  elif save_summaries_secs == USE_DEFAULT:
+    save_summaries_secs = None
+  elif save_summaries_steps == USE_DEFAULT:
+    save_summaries_steps = None
+
+  if save_checkpoint_steps == USE_DEFAULT and save_checkpoint_secs == USE_DEFAULT:
+    save_checkpoint_steps = None
+    save_checkpoint_secs = 600
+  elif save_checkpoint_secs == USE_DEFAULT:
+    save_checkpoint_secs = None
+  elif save_checkpoint_steps == USE_DEFAULT:
+    save_checkpoint_steps = None
+
+  scaffold = scaffold or Scaffold()
+  worker_context = distribute_coordinator_context.get_current_worker_context()
+  if worker_context:
+    return _create_monitored_session_with_worker_context(
+        worker_context, scaffold, checkpoint_dir=checkpoint_dir, hooks=hooks,
+        chief_only_hooks=chief_only_hooks, save_checkpoint_secs=save_checkpoint_secs,
+        save_summaries_steps=save_summaries_steps, save_summaries_secs=save_summaries_secs,
+        config=config, stop_grace_period_secs=stop_grace_period_secs,
+        log_step_count_steps=log_step_count_steps, max_wait_secs=max_wait_secs,
+        save_checkpoint_steps=save_checkpoint_steps, summary_dir=summary_dir,
+        save_graph_def=save_graph_def)
+
+  if not is_chief:
+    session_creator = WorkerSessionCreator(
+        scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs)
+    return MonitoredSession(session_creator=session_creator, hooks=hooks or [],
+                            stop_grace_period_secs=stop_grace_period_secs)
+
+  all_hooks = list(chief_only_hooks or [])
+  session_creator = ChiefSessionCreator(
+      scaffold=scaffold, checkpoint_dir=checkpoint_dir, master=master, config=config)
+  summary_dir = summary_dir or checkpoint_dir
+  if summary_dir:
+    if log_step_count_steps and log_step_count_steps > 0:
+      all_hooks.append(_step_counter_hook(summary_dir, log_step_count_steps))
+    if _saves(save_summaries_steps, save_summaries_secs):
+      all_hooks.append(_summary_saver_hook(scaffold, summary_dir, save_summaries_steps,
+                                           save_summaries_secs))
+  if checkpoint_dir and _saves(save_checkpoint_steps, save_checkpoint_secs):
+    all_hooks.append(_checkpoint_saver_hook(scaffold, checkpoint_dir, save_checkpoint_steps,
+                                            save_checkpoint_secs, save_graph_def))
+  if hooks:
+    all_hooks.extend(hooks)
+  return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
+                          stop_grace_period_secs=stop_grace_period_secs)
+
+
+class _MonitoredSession:
+  """See `MonitoredSession` or `SingularMonitoredSession`."""
+
+  def __init__(self, session_creator, hooks, should_recover, stop_grace_period_secs=120):
+    self._graph_was_finalized = ops.get_default_graph().finalized
+    self._hooks = hooks or []
+    for h in self._hooks:
+      h.begin()
+    worker_context = distribute_coordinator_context.get_current_worker_context()
+    if not session_creator and worker_context:
+      session_creator = worker_context.session_creator()
+    self._coordinated_creator = self._CoordinatedSessionCreator(
+        session_creator=session_creator or ChiefSessionCreator(),
+        hooked=HookedSession(self._hooks),
+        stop_grace_period_secs=stop_grace_period_secs)
+    if should_recover:
+      self._sess = _RecoverableSession(self._coordinated_creator)
+    else:
+      self._sess = self._coordinated_creator.create_session()
+
+  @property
+  def graph(self):
+    """The graph that was launched in this session."""
+    if self._tf_sess() is None:
+      return None
+    return self._tf_sess().graph
+
+  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    """Runs one step with hooks; same arguments and results as `tf.Session.run`."""
+    # After close, self._sess is None and TF raises AttributeError here too.
+    return self._sess.run(fetches, feed_dict=feed_dict, options=options,
+                          run_metadata=run_metadata)
+
+  def run_step_fn(self, step_fn):
+    """Runs `step_fn(step_context)`, as TF's `MonitoredSession.run_step_fn`.
+
+    Raises:
+      StopIteration: if `step_fn` called `request_stop()`.
+      ValueError: if `step_fn` does not take exactly `step_context` (and `self`).
+    """
+    step_fn_arguments = function_utils.fn_args(step_fn)
+    if step_fn_arguments != ('step_context',) and step_fn_arguments != (
+        'self', 'step_context'):
+      raise ValueError(
+          '`step_fn` may either have one `step_context` argument, or'
+          ' `self` and `step_context` arguments if it\'s an instance'
+          ' method. Got {} instead.'.format(step_fn_arguments))
+    return self._sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
+
+  class StepContext:
+    """What `step_fn` gets: the raw `session`, `run_with_hooks` and `request_stop`."""
+
+    def __init__(self, session, run_with_hooks_fn):
+      self._session = session
+      self._run_with_hooks_fn = run_with_hooks_fn
+
+    @property
+    def session(self):
+      return self._session
+
+    def run_with_hooks(self, *args, **kwargs):
+      """Same as `MonitoredSession.run`. Accepts the same arguments."""
+      return self._run_with_hooks_fn(*args, **kwargs)
+
+    def request_stop(self):
+      """Stops the loop: raises StopIteration out of `run_step_fn`."""
+      raise StopIteration('step_fn has requested the iterations to stop.')
+
+  def should_stop(self):
+    return self._sess is None or self._sess.should_stop()
+
+  def close(self):
+    self._close_internal()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, exception_type, exception_value, traceback):
+    if exception_type in [errors.OutOfRangeError, StopIteration]:
+      exception_type = None
+    self._close_internal(exception_type)
+    # __exit__ should return True to suppress an exception.
+    return exception_type is None
+
+  class _CoordinatedSessionCreator(SessionCreator):
+    """Creates the raw session, its Coordinator and queue runners, and binds
+    the hook dispatch to it."""
+
+    def __init__(self, session_creator, hooked, stop_grace_period_secs):
+      self._session_creator = session_creator
+      self._hooked = hooked
+      self.coord = None
+      self.tf_sess = None
+      self._stop_grace_period_secs = stop_grace_period_secs
+
+    @property
+    def hooked(self):
+      return self._hooked
+
+    def create_session(self):
+      self.tf_sess = self._session_creator.create_session()
+      self.coord = coordinator.Coordinator(clean_stop_exception_types=[])
+      if ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
+        queue_runner.start_queue_runners(sess=self.tf_sess, coord=self.coord)
+      self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
+      return _CoordinatedSession(self._hooked, self.coord, self._stop_grace_period_secs)
+
+  def _close_internal(self, exception_type=None):
+    try:
+      if not exception_type:
+        self._coordinated_creator.hooked.end()
+    finally:
+      try:
+        if self._sess is None:
+          raise RuntimeError('Session is already closed.')
+        self._sess.close()
+      finally:
+        self._sess = None
+        self._coordinated_creator.tf_sess = None
+        self._coordinated_creator.coord = None
+        if not self._graph_was_finalized:
+          ops.get_default_graph()._unsafe_unfinalize()  # pylint: disable=protected-access
+
+  def _is_closed(self):
+    """True once closed (for tests, as in TF)."""
+    return self._coordinated_creator.tf_sess is None
+
+  def _tf_sess(self):
+    """The underlying tf.compat.v1.Session (None when closed)."""
+    return self._coordinated_creator.tf_sess
+
+
+class MonitoredSession(_MonitoredSession):
+  """Session-like object that handles initialization, recovery and hooks.
+
+  Same contract as `tf.compat.v1.train.MonitoredSession`: hooks' `begin()`
+  at construction, then the session from `session_creator` (a
+  `ChiefSessionCreator` by default), queue runners, `after_create_session`;
+  each `run()` calls the hooks around one merged run; `close()` calls `end()`
+  and closes, and the context manager suppresses `OutOfRangeError` and
+  `StopIteration`. `AbortedError`/`UnavailableError` re-create the session.
+  """
+
+  def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120):
+    super().__init__(session_creator, hooks, should_recover=True,
+                     stop_grace_period_secs=stop_grace_period_secs)
+
+
+class SingularMonitoredSession(_MonitoredSession):
+  """Like `MonitoredSession`, always a chief, no recovery, with `raw_session()`."""
+
+  def __init__(self, hooks=None, scaffold=None, master='', config=None, checkpoint_dir=None,
+               stop_grace_period_secs=120, checkpoint_filename_with_path=None):
+    session_creator = ChiefSessionCreator(
+        scaffold=scaffold, master=master, config=config, checkpoint_dir=checkpoint_dir,
+        checkpoint_filename_with_path=checkpoint_filename_with_path)
+    super().__init__(session_creator, hooks, should_recover=False,
+                     stop_grace_period_secs=stop_grace_period_secs)
+
+  def raw_session(self):
+    """Returns underlying `TensorFlow.Session` object."""
+    return self._tf_sess()
+
+
+class _RecoverableSession:
+  """Re-creates the wrapped session on AbortedError / UnavailableError."""
+
+  def __init__(self, sess_creator):
+    self._sess_creator = sess_creator
+    self._sess = self._create_session()
+
+  @property
+  def graph(self):
+    return self._sess.graph
+
+  def _create_session(self):
+    while True:
+      try:
+        return self._sess_creator.create_session()
+      except _PREEMPTION_ERRORS as e:
+        logging.info(
+            'An error was raised while a session was being created. '
+            'This may be due to a preemption of a connected worker '
+            'or parameter server. A new session will be created. '
+            'This error may also occur due to a gRPC failure caused '
+            'by high memory or network bandwidth usage in the '
+            'parameter servers. If this error occurs repeatedly, try '
+            'increasing the number of parameter servers assigned to '
+            'the job. Error: %s', e)
+
+  def _check_stop(self):
+    try:
+      if self._sess:
+        return self._sess._check_stop()  # pylint: disable=protected-access
+      return True
+    except _PREEMPTION_ERRORS as e:
+      logging.info(
+          'An error was raised while considering whether the '
+          'session is complete. This may be due to a preemption in '
+          'a connected worker or parameter server. The current '
+          'session will be closed and a new session will be '
+          'created. This error may also occur due to a gRPC failure '
+          'caused by high memory or network bandwidth usage in the '
+          'parameter servers. If this error occurs repeatedly, try '
+          'increasing the number of parameter servers assigned to '
+          'the job. Error: %s', e)
+      self.close()
+      self._sess = self._create_session()
+      return False
+    except Exception:  # pylint: disable=broad-except
+      return True
+
+  def should_stop(self):
+    if self._check_stop():
+      return True
+    return self._sess.should_stop() if self._sess else True
+
+  def close(self):
+    if self._sess:
+      try:
+        self._sess.close()
+      except _PREEMPTION_ERRORS as e:
+        _log_close_preemption(e)
+      finally:
+        self._sess = None
+
+  def _log_preemption(self, e):
+    logging.info(
+        'An error was raised. This may be due to a preemption in '
+        'a connected worker or parameter server. The current '
+        'session will be closed and a new session will be '
+        'created. This error may also occur due to a gRPC failure '
+        'caused by high memory or network bandwidth usage in the '
+        'parameter servers. If this error occurs repeatedly, try '
+        'increasing the number of parameter servers assigned to '
+        'the job. Error: %s', e)
+
+  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    while True:
+      try:
+        if not self._sess:
+          self._sess = self._create_session()
+        return self._sess.run(fetches, feed_dict=feed_dict, options=options,
+                              run_metadata=run_metadata)
+      except _PREEMPTION_ERRORS as e:
+        self._log_preemption(e)
+        self.close()
+        self._sess = None
+
+  def run_step_fn(self, step_fn, raw_session, run_with_hooks):
+    while True:
+      try:
+        if not self._sess:
+          self._sess = self._create_session()
+        run_with_hooks = self._sess.run
+        return self._sess.run_step_fn(step_fn, raw_session, run_with_hooks)
+      except _PREEMPTION_ERRORS as e:
+        self._log_preemption(e)
+        self.close()
+        self._sess = None
+
+
+def _log_close_preemption(e):
+  logging.error(
+      'An error occurred when attempting to close the '
+      'session. This may be due to a preemption in a '
+      'connected worker or parameter server. Error: %s', e)
+
+
+class _CoordinatedSession:
+  """The hooked session under a Coordinator (TF's _CoordinatedSession over
+  _HookedSession): errors of run are weighed against the coordinator's, and
+  close stops and joins its threads within the grace period."""
+
+  def __init__(self, hooked, coord, stop_grace_period_secs=120):
+    self._hooked = hooked
+    self._coord = coord
+    self._stop_grace_period_secs = stop_grace_period_secs
+
+  @property
+  def graph(self):
+    return self._hooked.graph
+
+  def _check_stop(self):
+    self._coord.raise_requested_exception()
+    return self._coord.should_stop()
+
+  def should_stop(self):
+    if self._check_stop():
+      return True
+    return self._hooked is None or self._hooked.stop_requested
+
+  def close(self):
+    self._coord.request_stop()
+    try:
+      self._coord.join(stop_grace_period_secs=self._stop_grace_period_secs,
+                       ignore_live_threads=True)
+    finally:
+      try:
+        self._close_hooked()
+      except Exception:  # pylint: disable=broad-except
+        pass
+
+  def _close_hooked(self):
+    hooked, self._hooked = self._hooked, None
+    if hooked is None:
+      return
+    tf_sess = hooked.tf_sess
+    hooked.detach()  # native code must not hold the session past its close
+    try:
+      tf_sess.close()
+    except _PREEMPTION_ERRORS as e:
+      _log_close_preemption(e)
+
+  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    try:
+      return self._hooked.run(fetches, feed_dict, options, run_metadata)
+    except _PREEMPTION_ERRORS:
+      raise
+    except Exception as original_exception:  # pylint: disable=broad-except
+      # As TF: the run's own error is raised, unless the coordinator holds a
+      # preemption error, which recovery must see instead.
+      try:
+        self._coord.raise_requested_exception()
+      except _PREEMPTION_ERRORS:
+        raise
+      except Exception:  # pylint: disable=broad-except
+        raise original_exception from None
+      else:
+        raise
+
+  def run_step_fn(self, step_fn, raw_session, run_with_hooks):
+    run_with_hooks = run_with_hooks or self.run
+    return step_fn(_MonitoredSession.StepContext(raw_session, run_with_hooks))

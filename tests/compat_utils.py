@@ -1,0 +1,186 @@
+"""Helpers shared by the fastmts <-> TensorFlow compatibility tests.
+
+Every scenario in the test modules is a plain function ``scenario(impl, workdir)``
+where ``impl`` is either ``tf.compat.v1.train`` (the reference) or the
+``fastmts`` module, and ``workdir`` is a fresh directory private to that run.
+A scenario builds its own graph, drives the session, and returns plain
+observable results (numpy values, booleans, exception records, hook logs).
+The ``check`` fixture (conftest.py) runs a scenario for TF and for the
+implementation under test and compares the results with :func:`assert_same`.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.client import session as _tf_session_lib
+
+TF_IMPL = tf.compat.v1.train
+
+# The interface TF's own code (e.g. Saver.save, used by CheckpointSaverHook)
+# requires of the `session` objects handed to hooks.
+SessionInterface = _tf_session_lib.SessionInterface
+
+Raised = collections.namedtuple('Raised', ['type', 'message'])
+Raised.__doc__ = 'Record of an exception: its exact class and str(message).'
+
+
+def outcome(fn, *args, **kwargs):
+  """Returns fn's return value, or a Raised record if it raised an Exception."""
+  try:
+    return fn(*args, **kwargs)
+  except Exception as e:  # pylint: disable=broad-except
+    return Raised(type(e), str(e))
+
+
+def raised(fn, *args, **kwargs):
+  """Like outcome() but the call must raise: returns the Raised record."""
+  try:
+    value = fn(*args, **kwargs)
+  except Exception as e:  # pylint: disable=broad-except
+    return Raised(type(e), str(e))
+  return ('DID NOT RAISE', value)
+
+
+def norm(obj):
+  """Replaces graph elements by (kind, name) so logs from two graphs compare."""
+  if isinstance(obj, tf.Variable):
+    return ('Variable', obj.name)
+  if isinstance(obj, tf.SparseTensor):
+    return ('SparseTensor', obj.indices.name, obj.values.name,
+            obj.dense_shape.name)
+  if isinstance(obj, tf.Tensor):
+    return ('Tensor', obj.name)
+  if isinstance(obj, tf.Operation):
+    return ('Operation', obj.name)
+  if isinstance(obj, dict):
+    return {norm(k): norm(v) for k, v in obj.items()}
+  if isinstance(obj, tuple) and hasattr(obj, '_fields'):
+    return type(obj)(*[norm(v) for v in obj])
+  if isinstance(obj, (list, tuple)):
+    return type(obj)(norm(v) for v in obj)
+  return obj
+
+
+def _both_nan(a, b):
+  try:
+    return bool(np.isnan(a)) and bool(np.isnan(b))
+  except (TypeError, ValueError):
+    return False
+
+
+def assert_same(got, want, path='result'):
+  """Deep equality that also requires identical Python/numpy types.
+
+  np.int32(3), np.array(3, np.int32) and 3 are all different here, as are
+  list/tuple, and a namedtuple and a plain tuple.  NaNs compare equal.
+  """
+  assert type(got) is type(want), (
+      f'{path}: type {type(got).__module__}.{type(got).__qualname__} != '
+      f'{type(want).__module__}.{type(want).__qualname__} '
+      f'(got {got!r}, want {want!r})')
+  if isinstance(want, np.ndarray):
+    assert got.dtype == want.dtype, f'{path}: dtype {got.dtype} != {want.dtype}'
+    assert got.shape == want.shape, f'{path}: shape {got.shape} != {want.shape}'
+    if want.dtype == object:
+      for i, (g, w) in enumerate(zip(got.ravel().tolist(),
+                                     want.ravel().tolist())):
+        assert_same(g, w, f'{path}.flat[{i}]')
+    else:
+      np.testing.assert_array_equal(got, want, err_msg=path)
+  elif isinstance(want, np.generic):
+    assert got.dtype == want.dtype, f'{path}: dtype {got.dtype} != {want.dtype}'
+    assert got == want or _both_nan(got, want), f'{path}: {got!r} != {want!r}'
+  elif isinstance(want, dict):
+    assert list(got.keys()) == list(want.keys()), (
+        f'{path}: keys {list(got.keys())} != {list(want.keys())}')
+    for k in want:
+      assert_same(got[k], want[k], f'{path}[{k!r}]')
+  elif isinstance(want, (list, tuple)):
+    assert len(got) == len(want), (
+        f'{path}: length {len(got)} != {len(want)} (got {got!r}, '
+        f'want {want!r})')
+    for i, (g, w) in enumerate(zip(got, want)):
+      assert_same(g, w, f'{path}[{i}]')
+  elif isinstance(want, float):
+    assert got == want or _both_nan(got, want), f'{path}: {got!r} != {want!r}'
+  else:
+    assert got == want, f'{path}: {got!r} != {want!r}'
+
+
+def ckpt_files(directory):
+  """Sorted checkpoint-related file names (event files carry host/time)."""
+  import os  # pylint: disable=g-import-not-at-top
+  return sorted(f for f in os.listdir(directory)
+                if f.startswith('model.ckpt') or f in ('checkpoint',
+                                                       'graph.pbtxt'))
+
+
+def recording_hook_class(impl):
+  """A SessionRunHook subclass of `impl.SessionRunHook` that logs its calls.
+
+  Args of the returned class:
+    name: label used in the log entries.
+    log: list the entries are appended to (shared between hooks to observe
+      the interleaving).
+    request: value returned by before_run, or a callable(run_context)
+      returning it.
+    on_after_run: optional callable(run_context, run_values) run after logging.
+    raise_in: optional dict {method_name: exception instance} raised (once)
+      from that method after logging.
+  """
+
+  class RecordingHook(impl.SessionRunHook):
+
+    def __init__(self, name, log, request=None, on_after_run=None,
+                 raise_in=None):
+      self.name = name
+      self.log = log
+      self.request = request
+      self.on_after_run = on_after_run
+      self.raise_in = dict(raise_in or {})
+
+    def _maybe_raise(self, method):
+      exc = self.raise_in.pop(method, None)
+      if exc is not None:
+        raise exc
+
+    def begin(self):
+      self.log.append((self.name, 'begin'))
+      self._maybe_raise('begin')
+
+    def after_create_session(self, session, coord):
+      self.log.append((self.name, 'after_create_session',
+                       isinstance(session, SessionInterface),
+                       session.graph is tf.compat.v1.get_default_graph(),
+                       coord.should_stop()))
+      self._maybe_raise('after_create_session')
+
+    def before_run(self, run_context):
+      args = run_context.original_args
+      self.log.append((self.name, 'before_run',
+                       isinstance(run_context, impl.SessionRunContext),
+                       isinstance(args, impl.SessionRunArgs),
+                       norm(args.fetches), norm(args.feed_dict),
+                       isinstance(run_context.session, SessionInterface),
+                       run_context.stop_requested))
+      self._maybe_raise('before_run')
+      if callable(self.request):
+        return self.request(run_context)
+      return self.request
+
+    def after_run(self, run_context, run_values):
+      self.log.append((self.name, 'after_run',
+                       isinstance(run_values, impl.SessionRunValues),
+                       norm(run_values.results),
+                       run_context.stop_requested))
+      self._maybe_raise('after_run')
+      if self.on_after_run is not None:
+        self.on_after_run(run_context, run_values)
+
+    def end(self, session):
+      self.log.append((self.name, 'end', session is None or
+                       isinstance(session, SessionInterface)))
+      self._maybe_raise('end')
+
+  return RecordingHook

@@ -1,0 +1,79 @@
+"""Fixtures for the fastmts <-> tf.compat.v1.train compatibility suite.
+
+Each test is parametrized over ``impl``:
+  * ``tf``      -- runs the scenario against stock TF only and checks the
+                   expected literal (keeps the suite honest about TF itself);
+  * ``fastmts`` -- runs the scenario against TF *and* fastmts, asserts both
+                   give identical observable results, and checks the literal.
+The ``fastmts`` parameter is skipped when ``import fastmts`` fails.
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import pytest  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+tf.compat.v1.disable_eager_execution()
+
+from compat_utils import TF_IMPL, assert_same  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+try:
+  import fastmts as _fastmts  # pylint: disable=g-import-not-at-top
+  _FASTMTS_IMPORT_ERROR = None
+except Exception as _e:  # pylint: disable=broad-except
+  # ImportError, or the compiled extension failing to load.
+  _fastmts = None
+  _FASTMTS_IMPORT_ERROR = f'{type(_e).__name__}: {_e}'
+
+_NOTHING = object()
+
+
+@pytest.fixture(params=['tf', 'fastmts'])
+def impl(request):
+  """The module under test: tf.compat.v1.train or fastmts."""
+  if request.param == 'tf':
+    return TF_IMPL
+  if _fastmts is None:
+    pytest.skip('fastmts is not importable (%s); scenario checked against '
+                'stock TF only' % _FASTMTS_IMPORT_ERROR)
+  return _fastmts
+
+
+@pytest.fixture
+def check(impl, tmp_path):
+  """check(scenario, expected=...) -> result.
+
+  Runs ``scenario(tf.compat.v1.train, dir)``; when ``impl`` is fastmts also
+  runs ``scenario(fastmts, other_dir)`` and asserts the two results are the
+  same (values and types).  If ``expected`` is given, the TF result must also
+  equal it, so a test can never pass vacuously.
+  """
+
+  def _check(scenario, expected=_NOTHING):
+    ref_dir = tmp_path / 'tf'
+    ref_dir.mkdir()
+    ref = scenario(TF_IMPL, str(ref_dir))
+    result = ref
+    if impl is not TF_IMPL:
+      impl_dir = tmp_path / 'fastmts'
+      impl_dir.mkdir()
+      result = scenario(impl, str(impl_dir))
+      assert_same(result, ref, 'fastmts result (vs TF)')
+    if expected is not _NOTHING:
+      assert_same(ref, expected, 'TF result (vs expected literal)')
+    return result
+
+  return _check
+
+
+@pytest.fixture(scope='session')
+def local_server():
+  """One in-process gRPC server shared by the distributed tests.
+
+  TF offers no way to stop it; it lives until the process exits.  Tests
+  using it must give their variables unique names, since variables live in
+  the server's resource containers and outlive the sessions.
+  """
+  return tf.distribute.Server.create_local_server()
