@@ -235,9 +235,14 @@ class Interleaver:
     ``samples[name]`` holds one per-step time (seconds) per recorded block.
     """
 
-    def __init__(self, runners):
+    def __init__(self, runners, drop_failures=False):
+        """``drop_failures``: a runner whose block raises is dropped (its
+        error kept in ``errors[name]``) instead of aborting the measurement
+        -- so a broken fastmts still leaves the stock numbers."""
         self.runners = dict(runners)
         self.samples = {name: [] for name in self.runners}
+        self.drop_failures = drop_failures
+        self.errors = {}
 
     def run(self, name, steps, record=True, collect=True):
         """One block of ``steps`` steps of runner ``name``; returns seconds.
@@ -261,7 +266,15 @@ class Interleaver:
 
     def round(self, steps, index=0, record=True, names=None):
         for name in self.order(index, names):
-            self.run(name, steps, record)
+            if name in self.errors:
+                continue
+            try:
+                self.run(name, steps, record)
+            except Exception as e:
+                if not self.drop_failures:
+                    raise
+                self.errors[name] = '%s: %s' % (type(e).__name__, e)
+                self.samples[name] = []
 
     def measure(self, steps, repeats, warmup=1, progress=None):
         """``warmup`` unrecorded rounds then ``repeats`` recorded ones."""

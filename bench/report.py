@@ -38,11 +38,19 @@ def measure_graph(graph, steps, repeats, log):
         for kind, hooks in wanted:
             key = kind if hooks is None else '%s/%s' % (kind, hooks)
             ok, reason = measure.available(kind)
-            if ok:
-                runners[key] = measure.make_runner(kind, graph, hooks)
-            else:
+            if not ok:
                 missing[key] = reason
-        inter = measure.Interleaver(runners)
+                continue
+            try:
+                runners[key] = measure.make_runner(kind, graph, hooks)
+            except Exception as e:
+                if kind == 'stock' or kind == 'session':
+                    raise  # stock TF must work; that is a bench bug
+                missing[key] = 'failed to start: %s: %s' % (
+                    type(e).__name__, str(e).splitlines()[0] if str(e)
+                    else '')
+                log('  %s: %s' % (key, missing[key]))
+        inter = measure.Interleaver(runners, drop_failures=True)
         t0 = time.perf_counter()
 
         def progress(i, n):
@@ -50,6 +58,11 @@ def measure_graph(graph, steps, repeats, log):
                 % (graph, i, n, time.perf_counter() - t0))
 
         med = inter.measure(steps, repeats, warmup=1, progress=progress)
+        for key, err in inter.errors.items():
+            if key.split('/')[0] in ('stock', 'session'):
+                raise RuntimeError('%s failed: %s' % (key, err))
+            missing[key] = 'failed while running: ' + err.splitlines()[0]
+            log('  %s: %s' % (key, missing[key]))
         spread = {k: inter.spread_us(k) for k in runners}
         samples = {k: [s * 1e6 for s in v] for k, v in inter.samples.items()}
     finally:

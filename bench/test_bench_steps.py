@@ -44,22 +44,57 @@ pytestmark = pytest.mark.timeout(1800)
 
 @pytest.fixture(scope='module')
 def runners():
-    """Runners built once per module, keyed by (kind, graph, hooks); the two
-    benchmarks of a pair share them (stock's partner is fastmts's own...)."""
+    """Runners built once per module, keyed by (kind, graph, hooks), so the
+    two benchmarks of a pair share them: stock's partner is the same runner
+    that the fastmts benchmark times, and vice versa."""
     cache = {}
 
     def get(kind, graph, hooks=None):
+        """A Runner, or a ``_Missing`` (not built yet, or failed to start)."""
         key = (kind, graph, hooks)
         if key not in cache:
             ok, reason = measure.available(kind)
-            cache[key] = measure.make_runner(kind, graph, hooks) if ok \
-                else reason
+            if not ok:
+                cache[key] = _Missing(reason)
+            else:
+                try:
+                    cache[key] = measure.make_runner(kind, graph, hooks)
+                except Exception as e:
+                    cache[key] = _Missing('failed to start', e)
         return cache[key]
 
     yield get
     for r in cache.values():
         if isinstance(r, measure.Runner):
             r.close()
+
+
+class _Missing:
+    """Why a runner is not there; ``error`` set if construction raised."""
+
+    def __init__(self, reason, error=None):
+        self.reason, self.error = reason, error
+
+    def __str__(self):
+        if self.error is None:
+            return self.reason
+        return '%s: %s: %s' % (self.reason, type(self.error).__name__,
+                               str(self.error).splitlines()[0]
+                               if str(self.error) else '')
+
+
+def _own_and_partners(runners, own_kind, other_kind, graph, hooks=None):
+    """Own runner (skip if fastmts is not there yet, raise if it failed to
+    start) and the partner dict (empty, noted in extra_info, if missing)."""
+    own = runners(own_kind, graph, hooks)
+    if isinstance(own, _Missing):
+        if own.error is not None:
+            raise own.error
+        pytest.skip(str(own))
+    partner = runners(other_kind, graph, hooks)
+    if isinstance(partner, _Missing):
+        return own, {}, {'partner_missing': '%s: %s' % (other_kind, partner)}
+    return own, {other_kind: partner}, {}
 
 
 def _interleaved(benchmark, group, own, partners, info):
@@ -100,14 +135,10 @@ def _interleaved(benchmark, group, own, partners, info):
 @pytest.mark.parametrize('hooks', measure.HOOKS)
 @pytest.mark.parametrize('graph', measure.GRAPHS)
 def test_mts_steps(benchmark, runners, graph, hooks, impl):
-    own = runners(impl, graph, hooks)
-    if not isinstance(own, measure.Runner):
-        pytest.skip(own)
     other = 'fastmts' if impl == 'stock' else 'stock'
-    partner = runners(other, graph, hooks)
-    partners = {other: partner} if isinstance(partner, measure.Runner) else {}
+    own, partners, note = _own_and_partners(runners, impl, other, graph, hooks)
     med = _interleaved(benchmark, '%s/%s' % (graph, hooks), {impl: own},
-                       partners, {'graph': graph, 'hooks': hooks})
+                       partners, dict(note, graph=graph, hooks=hooks))
     speedup = measure.ratio(med.get('stock'), med.get('fastmts'))
     benchmark.extra_info['speedup_stock_over_fastmts'] = speedup
 
@@ -115,13 +146,9 @@ def test_mts_steps(benchmark, runners, graph, hooks, impl):
 @pytest.mark.parametrize('impl', measure.FLOORS)
 @pytest.mark.parametrize('graph', measure.GRAPHS)
 def test_floor_steps(benchmark, runners, graph, impl):
-    own = runners(impl, graph)
-    if not isinstance(own, measure.Runner):
-        pytest.skip(own)
     other = 'native' if impl == 'session' else 'session'
-    partner = runners(other, graph)
-    partners = {other: partner} if isinstance(partner, measure.Runner) else {}
+    own, partners, note = _own_and_partners(runners, impl, other, graph)
     med = _interleaved(benchmark, '%s/floor' % graph, {impl: own}, partners,
-                       {'graph': graph, 'hooks': 'none'})
+                       dict(note, graph=graph, hooks='none'))
     benchmark.extra_info['session_over_native'] = measure.ratio(
         med.get('session'), med.get('native'))

@@ -100,8 +100,8 @@ std::vector<SharedTensor> pick(const std::vector<SharedTensor>& all,
 
 }  // namespace
 
-void HookedSession::attach(TF_Session* session) {
-  runner_ = SessionRunner(session);
+void HookedSession::attach(TF_Session* session, const BlockingCallGuard* guard) {
+  runner_ = SessionRunner(session, guard);
   stop_requested_.store(false, std::memory_order_release);
   for (auto& hook : hooks_) hook->after_create_session(runner_);
 }
@@ -144,15 +144,15 @@ RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void*
                 *options, want_metadata || !options->empty(), &merged);
   }
 
-  static const std::vector<SharedTensor> kNothing;
   for (size_t i = 0; i < hooks_.size(); ++i) {
     if (requests[i].plan) {
-      hooks_[i]->after_run(ctx, pick(merged.outputs, hook_where[i]), merged.run_metadata);
+      std::vector<SharedTensor> mine = pick(merged.outputs, hook_where[i]);
+      hooks_[i]->after_run(ctx, &mine, merged.run_metadata);
     } else {
-      hooks_[i]->after_run(ctx, kNothing, merged.run_metadata);
+      hooks_[i]->after_run(ctx, nullptr, merged.run_metadata);
     }
   }
-  if (ctx.stop_requested()) stop_requested_.store(true, std::memory_order_release);
+  if (ctx.stop_requested()) request_stop();
 
   if (merger && caller.plan) merged.outputs = pick(merged.outputs, caller_where);
   return merged;

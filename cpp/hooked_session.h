@@ -1,7 +1,8 @@
 // One monitored step, as TF's _HookedSession.run: every hook's before_run in
 // order, one TF_SessionRun with the caller's and hooks' fetches and feeds
-// merged, every hook's after_run in order, and the stop decision. Runs
-// without the Python GIL; hooks that need Python take it themselves.
+// merged, every hook's after_run in order, and the stop decision. A caller
+// holding a lock (the GIL) passes a BlockingCallGuard at attach: it is
+// released around every TF call and held for the hooks.
 #pragma once
 
 #include <atomic>
@@ -53,8 +54,9 @@ class Hook {
   virtual void after_create_session(const SessionRunner& session) {}
   // Fill `request` with what this hook wants from this step (or leave it empty).
   virtual void before_run(StepContext& ctx, RunRequest& request) {}
-  // `outputs` holds one value per fetch of the plan given in before_run.
-  virtual void after_run(StepContext& ctx, const std::vector<SharedTensor>& outputs,
+  // `outputs` holds one value per fetch of the plan given in before_run, or
+  // is null when the hook asked for no plan.
+  virtual void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
                          const std::string& run_metadata) {}
   virtual void end(const SessionRunner& session) {}
 };
@@ -64,8 +66,9 @@ class HookedSession {
  public:
   explicit HookedSession(std::vector<HookPtr> hooks) : hooks_(std::move(hooks)) {}
 
-  // Binds a freshly created session (also after recovery) and tells the hooks.
-  void attach(TF_Session* session);
+  // Binds a freshly created session (also after recovery) and tells the
+  // hooks. `guard` (may be null) is released around every TF call.
+  void attach(TF_Session* session, const BlockingCallGuard* guard = nullptr);
   void detach();
   bool attached() const { return runner_.session() != nullptr; }
   const SessionRunner& runner() const { return runner_; }
@@ -76,6 +79,9 @@ class HookedSession {
   void end();
 
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
+  // For a stop decided outside the hooks' after_run (e.g. Python hooks that
+  // share one run context, read once per step).
+  void request_stop() { stop_requested_.store(true, std::memory_order_release); }
   const std::vector<HookPtr>& hooks() const { return hooks_; }
 
  private:

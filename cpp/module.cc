@@ -154,45 +154,59 @@ RunRequest request_from_python(py::handle plan, py::handle feed_plan, py::handle
 
 // ---- Python hooks ----------------------------------------------------------
 
-// A Python hook in the native dispatch. `runner` is fastmts's Python-side
-// adapter (fastmts.hooked_session._PythonHookRunner): it calls the user's
-// hook and resolves what the hook asks for into plans.
+// The GIL is held while the core runs hooks and given up around TF calls.
+class GilRelease : public BlockingCallGuard {
+ public:
+  void* release() const override { return PyEval_SaveThread(); }
+  void reacquire(void* token) const override {
+    PyEval_RestoreThread(static_cast<PyThreadState*>(token));
+  }
+};
+const GilRelease kGilRelease;
+
+// A Python SessionRunHook in the native dispatch. The hook's own
+// before_run/after_run are called directly; `runner`
+// (fastmts.hooked_session._PythonHookRunner) resolves what it asks for into
+// plans and rebuilds its results. Per-step objects live in the step state
+// (run_context, options, run_metadata) that the caller of run passes.
 class PyHook : public Hook {
  public:
-  explicit PyHook(py::object runner) : runner_(std::move(runner)) {}
+  PyHook(py::object hook, py::object runner)
+      : before_run_(hook.attr("before_run")),
+        after_run_(hook.attr("after_run")),
+        runner_(std::move(runner)),
+        resolve_(runner_.attr("resolve")),
+        build_(runner_.attr("build")),
+        values_type_(runner_.attr("values_type")) {}
 
   void after_create_session(const SessionRunner&) override {
-    py::gil_scoped_acquire gil;
     runner_.attr("after_create_session")();
   }
 
   void before_run(StepContext& ctx, RunRequest& request) override {
-    py::gil_scoped_acquire gil;
-    py::object wish = runner_.attr("before_run")(step_state(ctx));
+    py::handle state = step_state(ctx);
+    py::object wish = before_run_(state.attr("run_context"));
     if (wish.is_none()) return;
-    py::tuple t = wish.cast<py::tuple>();
+    py::tuple t = resolve_(state, wish);
     request = request_from_python(t[0], t[1], t[2], t[3]);
   }
 
-  void after_run(StepContext& ctx, const std::vector<SharedTensor>& outputs,
+  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override {
-    py::gil_scoped_acquire gil;
-    py::object metadata = run_metadata.empty() ? py::object(py::none())
-                                               : py::object(py::bytes(run_metadata));
-    py::object stop = runner_.attr("after_run")(step_state(ctx), outputs_to_python(outputs), metadata);
-    if (stop.cast<bool>()) ctx.request_stop();
+    py::handle state = step_state(ctx);
+    if (!run_metadata.empty()) runner_.attr("take_metadata")(state, py::bytes(run_metadata));
+    py::object results = outputs ? build_(state, outputs_to_python(*outputs)) : py::none();
+    after_run_(state.attr("run_context"),
+               values_type_(results, state.attr("options"), state.attr("run_metadata")));
   }
 
-  void end(const SessionRunner&) override {
-    py::gil_scoped_acquire gil;
-    runner_.attr("end")();
-  }
+  void end(const SessionRunner&) override { runner_.attr("end")(); }
 
  private:
   static py::handle step_state(const StepContext& ctx) {
     return *static_cast<py::object*>(ctx.user_data());
   }
-  py::object runner_;
+  py::object before_run_, after_run_, runner_, resolve_, build_, values_type_;
 };
 
 std::shared_ptr<RunPlan> make_plan(const std::vector<std::pair<py::object, int>>& fetches,
@@ -221,11 +235,12 @@ py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan
                    py::object step_state) {
   if (!session.attached()) throw std::logic_error("fastmts: run on a detached session");
   RunRequest caller = request_from_python(plan, feed_plan, feed_values, run_options);
-  RunResult result;
-  {
-    py::gil_scoped_release nogil;
-    result = session.run(caller, want_metadata, &step_state);
-  }
+  // The GIL stays held for the hooks; the core gives it up around TF calls.
+  RunResult result = session.run(caller, want_metadata, &step_state);
+  // Python hooks share one run context: its stop request is read once.
+  if (!step_state.is_none() &&
+      step_state.attr("run_context").attr("stop_requested").cast<bool>())
+    session.request_stop();
   py::object metadata = result.run_metadata.empty() ? py::object(py::none())
                                                     : py::object(py::bytes(result.run_metadata));
   return py::make_tuple(outputs_to_python(result.outputs), metadata);
@@ -276,7 +291,7 @@ PYBIND11_MODULE(_native, m) {
 
   py::class_<Hook, HookPtr>(m, "Hook");
   py::class_<PyHook, Hook, std::shared_ptr<PyHook>>(m, "PythonHook")
-      .def(py::init<py::object>(), py::arg("runner"));
+      .def(py::init<py::object, py::object>(), py::arg("hook"), py::arg("runner"));
   py::class_<StopAtStepHook, Hook, std::shared_ptr<StopAtStepHook>>(m, "StopAtStepHook")
       .def(py::init([](py::object c_op, int index, int64_t num_steps, int64_t last_step) {
              return std::make_shared<StopAtStepHook>(TF_Output{operation_pointer(c_op), index},
@@ -290,12 +305,10 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init<std::vector<HookPtr>>(), py::arg("hooks"))
       .def("attach",
            [](HookedSession& s, py::handle tf_session) {
-             TF_Session* raw = session_pointer(tf_session);
-             py::gil_scoped_release nogil;
-             s.attach(raw);
+             s.attach(session_pointer(tf_session), &kGilRelease);
            })
       .def("detach", &HookedSession::detach)
-      .def("end", &HookedSession::end, py::call_guard<py::gil_scoped_release>())
+      .def("end", &HookedSession::end)
       .def_property_readonly("stop_requested", &HookedSession::stop_requested)
       .def("run", &run_step, py::arg("plan"), py::arg("feed_plan"), py::arg("feed_values"),
            py::arg("run_options"), py::arg("want_metadata"), py::arg("step_state"));

@@ -29,11 +29,11 @@ void StopAtStepHook::after_create_session(const SessionRunner& session) {
 
 void StopAtStepHook::before_run(StepContext&, RunRequest& request) { request.plan = read_step_; }
 
-void StopAtStepHook::after_run(StepContext& ctx, const std::vector<SharedTensor>& outputs,
+void StopAtStepHook::after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
                                const std::string&) {
   // The value read may predate this step's increment: as TF does, confirm
   // with a fresh read before stopping.
-  if (scalar_as_int64(outputs.at(0).get()) + 1 < last_step_) return;
+  if (scalar_as_int64(outputs->at(0).get()) + 1 < last_step_) return;
   RunRequest read;
   read.plan = read_step_;
   if (scalar_as_int64(ctx.session().run(read).outputs.at(0).get()) >= last_step_)

@@ -20,7 +20,7 @@ class StopAtStepHook : public Hook {
 
   void after_create_session(const SessionRunner& session) override;
   void before_run(StepContext& ctx, RunRequest& request) override;
-  void after_run(StepContext& ctx, const std::vector<SharedTensor>& outputs,
+  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
 
   int64_t last_step() const { return last_step_; }

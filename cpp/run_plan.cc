@@ -16,21 +16,25 @@ void SessionRunner::run(const std::vector<TF_Output>& inputs,
                         const std::vector<TF_Operation*>& targets,
                         const std::string& run_options, bool want_metadata,
                         RunResult* result) const {
+  result->outputs.clear();
+  // As TF's Session.run: nothing to fetch or run means no run at all.
+  if (fetches.empty() && targets.empty()) return;
   // A borrowed view of the options: TF only reads it during the call.
   TF_Buffer options{run_options.data(), run_options.size(), nullptr};
   std::unique_ptr<TF_Buffer, BufferDeleter> metadata(want_metadata ? TF_NewBuffer() : nullptr);
   std::vector<TF_Tensor*> raw_outputs(fetches.size(), nullptr);
   Status status;
+  void* token = guard_ ? guard_->release() : nullptr;
   TF_SessionRun(session_, run_options.empty() ? nullptr : &options, inputs.data(),
                 input_values.data(), static_cast<int>(inputs.size()), fetches.data(),
                 raw_outputs.data(), static_cast<int>(fetches.size()), targets.data(),
                 static_cast<int>(targets.size()), metadata.get(), status.get());
+  if (guard_) guard_->reacquire(token);
   if (TF_GetCode(status.get()) != TF_OK) {
     for (TF_Tensor* t : raw_outputs)
       if (t) TF_DeleteTensor(t);
     status.raise_if_error();
   }
-  result->outputs.clear();
   result->outputs.reserve(raw_outputs.size());
   for (TF_Tensor* t : raw_outputs) result->outputs.push_back(take_exclusive(t));
   if (metadata)

@@ -48,11 +48,22 @@ inline bool same_output(const TF_Output& a, const TF_Output& b) {
   return a.oper == b.oper && a.index == b.index;
 }
 
+// Lets a caller that holds a lock while it drives the core (the Python
+// binding and its GIL) give it up around each blocking TF call. The token
+// returned by release() is handed back to reacquire() on the same thread.
+class BlockingCallGuard {
+ public:
+  virtual ~BlockingCallGuard() = default;
+  virtual void* release() const = 0;
+  virtual void reacquire(void* token) const = 0;
+};
+
 // One TF_SessionRun on a session that stays owned by TF's Python Session
 // object. Thread-safe as TF_SessionRun is. Throws TFError on failure.
 class SessionRunner {
  public:
-  explicit SessionRunner(TF_Session* session) : session_(session) {}
+  explicit SessionRunner(TF_Session* session, const BlockingCallGuard* guard = nullptr)
+      : session_(session), guard_(guard) {}
 
   void run(const std::vector<TF_Output>& inputs, const std::vector<TF_Tensor*>& input_values,
            const std::vector<TF_Output>& fetches, const std::vector<TF_Operation*>& targets,
@@ -65,6 +76,7 @@ class SessionRunner {
 
  private:
   TF_Session* session_;
+  const BlockingCallGuard* guard_;
 };
 
 }  // namespace fastmts

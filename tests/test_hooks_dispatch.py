@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from compat_utils import (Raised, SessionInterface, ckpt_files, norm,
+from compat_utils import (Raised, SessionInterface, ckpt_files,
                           outcome, raised, recording_hook_class)
 
 v1 = tf.compat.v1
@@ -225,7 +225,8 @@ def test_run_options_and_metadata_from_hook(check):
         sess.run(x, options=opts, run_metadata=md)
     first, _, second, values = seen
     return (first, second, values.options is opts, values.run_metadata is md,
-            (opts.trace_level, opts.timeout_in_ms, opts.output_partition_graphs),
+            (opts.trace_level, opts.timeout_in_ms,
+             opts.output_partition_graphs),
             len(md.step_stats.dev_stats) > 0)
 
   check(scenario, expected=(
@@ -254,8 +255,13 @@ def test_caller_run_options_without_hooks(check):
 # ---------------------------------------------------------------------------
 
 
-def _conflict_scenario(hook_feeds, user_feed):
-  """hook_feeds: list of feed-dict makers, one per hook; user_feed: maker."""
+def _conflict_scenario(hook_feeds, user_feed, second_user_feed):
+  """Hooks feed hook_feeds[i](p); the user runs y = 2p twice.
+
+  Returns the outcome of the first run (user_feed(p)), should_stop() after
+  it, and the outcome of a second run (second_user_feed, keyed by name) to
+  show whether the session is still usable.
+  """
 
   def scenario(impl, workdir):
     del workdir
@@ -267,9 +273,9 @@ def _conflict_scenario(hook_feeds, user_feed):
                for i, f in enumerate(hook_feeds)]
       with impl.MonitoredSession(hooks=hooks) as sess:
         first = outcome(sess.run, y, feed_dict=user_feed(p))
-        return first, sess.should_stop(), outcome(sess.run, y,
-                                                  feed_dict={'p:0': 4.0}
-                                                  if len(hooks) < 2 else None)
+        stop = sess.should_stop()
+        second = outcome(sess.run, y, feed_dict=second_user_feed)
+        return first, stop, second
 
   return scenario
 
@@ -278,31 +284,34 @@ P_CONFLICT = "[<tf.Tensor 'p:0' shape=() dtype=float32>]"
 
 
 def test_same_tensor_fed_by_hook_and_user(check):
-  check(_conflict_scenario([lambda p: {p: 1.0}], lambda p: {p: 2.0}),
+  check(_conflict_scenario([lambda p: {p: 1.0}], lambda p: {p: 2.0},
+                           {'p:0': 4.0}),
         expected=(Raised(RuntimeError, 'Same tensor is fed by a SessionRunHook'
                          ' and user. Conflict(s): ' + P_CONFLICT), False,
+                  # Keyed by name the same feed is not a conflict (see below).
                   np.float32(8.0)))
 
 
 def test_same_tensor_fed_by_two_hooks(check):
+  conflict = Raised(RuntimeError, 'Same tensor is fed by two hooks. '
+                    'Conflict(s): ' + P_CONFLICT)
   check(_conflict_scenario([lambda p: {p: 1.0}, lambda p: {p: 3.0}],
-                           lambda p: None),
-        expected=(Raised(RuntimeError, 'Same tensor is fed by two hooks. '
-                         'Conflict(s): ' + P_CONFLICT), False,
-                  Raised(RuntimeError, 'Same tensor is fed by two hooks. '
-                         'Conflict(s): ' + P_CONFLICT)))
+                           lambda p: None, None),
+        expected=(conflict, False, conflict))
 
 
 def test_conflict_check_compares_keys_not_tensors(check):
   # TF detects conflicts on the dict keys, so a Tensor key and its name are
   # not a conflict; the later entry in the merged dict (the user's) wins.
-  check(_conflict_scenario([lambda p: {p: 1.0}], lambda p: {'p:0': 2.0}),
+  check(_conflict_scenario([lambda p: {p: 1.0}], lambda p: {'p:0': 2.0},
+                           {'p:0': 4.0}),
         expected=(np.float32(4.0), False, np.float32(8.0)))
 
 
 def test_two_hooks_feeding_tensor_and_name(check):
+  # Same between hooks: no conflict, the later hook's feed wins.
   check(_conflict_scenario([lambda p: {p: 1.0}, lambda p: {'p:0': 5.0}],
-                           lambda p: None),
+                           lambda p: None, None),
         expected=(np.float32(10.0), False, np.float32(10.0)))
 
 

@@ -14,6 +14,7 @@ again resumes from the checkpoints there and trains ``--steps`` more steps.
 """
 
 import argparse
+import collections
 import os
 import shutil
 import sys
@@ -23,6 +24,10 @@ import time
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import tensorflow as tf  # noqa: E402
+
+# "final loss" = mean minibatch loss over the last this-many steps (a single
+# minibatch loss is noisy); progress lines show the mean since the last line.
+FINAL_LOSS_WINDOW = 100
 
 IMPL_LABELS = {
     'tf': 'tf.compat.v1.train.MonitoredTrainingSession',
@@ -119,7 +124,8 @@ def train(impl, mts_factory, workdir, args):
         last_step = start + args.steps
         hooks = [tf.compat.v1.train.StopAtStepHook(last_step=last_step),
                  tf.compat.v1.train.NanTensorHook(model.loss)]
-        print('%s %s -> %s' % (tag, IMPL_LABELS[impl], workdir))
+        print('%s training %s\n%s with %s -> %s'
+              % (tag, model.description, tag, IMPL_LABELS[impl], workdir))
         if start:
             print('%s resuming from checkpoint at step %d' % (tag, start))
         sys.stdout.flush()
@@ -130,20 +136,25 @@ def train(impl, mts_factory, workdir, args):
             save_summaries_steps=args.save_summaries_steps,
             save_checkpoint_steps=args.save_checkpoint_steps)
         setup_s = time.perf_counter() - t_setup
-        step, loss = start, float('nan')
+        step = start
         fetches = [model.train_op, model.loss]
+        recent = collections.deque(maxlen=FINAL_LOSS_WINDOW)
+        interval_loss = 0.0
         try:
             t0 = t_mark = time.perf_counter()
             step_mark = step
             while not sess.should_stop():
                 _, loss = sess.run(fetches)
+                recent.append(loss)
+                interval_loss += loss
                 step += 1
                 if step % args.log_every == 0:
                     now = time.perf_counter()
+                    n = step - step_mark
                     print('%s step %7d  %8.0f steps/s  loss %.4f'
-                          % (tag, step, (step - step_mark) / (now - t_mark),
-                             loss), flush=True)
-                    t_mark, step_mark = now, step
+                          % (tag, step, n / (now - t_mark),
+                             interval_loss / n), flush=True)
+                    t_mark, step_mark, interval_loss = now, step, 0.0
             train_s = time.perf_counter() - t0
         finally:
             t_close = time.perf_counter()
@@ -153,9 +164,10 @@ def train(impl, mts_factory, workdir, args):
     print('%s done: %d steps in %.2f s (session setup %.2f s, close %.2f s); '
           '%s' % (tag, steps, train_s, setup_s, close_s,
                   _dir_summary(workdir)), flush=True)
-    return {'impl': impl, 'steps': steps, 'seconds': train_s,
+    return {'impl': impl, 'start': start, 'steps': steps, 'seconds': train_s,
             'steps_per_s': steps / train_s if train_s > 0 else float('nan'),
-            'loss': float(loss), 'setup_s': setup_s, 'close_s': close_s}
+            'loss': float(sum(recent) / len(recent)) if recent
+            else float('nan'), 'setup_s': setup_s, 'close_s': close_s}
 
 
 def _table(results):
@@ -219,13 +231,14 @@ def main(argv=None):
               '%.1f us fastmts)'
               % (ratio, 1e6 / tf_r['steps_per_s'],
                  1e6 / fm_r['steps_per_s']))
-        if tf_r['steps'] == fm_r['steps']:
+        if (tf_r['start'], tf_r['steps']) == (fm_r['start'], fm_r['steps']):
             same = abs(tf_r['loss'] - fm_r['loss']) <= \
                 1e-4 * max(1.0, abs(tf_r['loss']))
             print('final losses %s (same seeds, same steps)'
                   % ('match' if same else
                      'DIFFER: %.6f vs %.6f' % (tf_r['loss'], fm_r['loss'])))
     print('seconds = training loop only (session setup/close excluded); '
+          'final loss = mean over the last %d steps; ' % FINAL_LOSS_WINDOW +
           'total wall time %.1f s' % (time.perf_counter() - t_total))
     if temporary:
         print('(temporary directory %s removed)' % base)

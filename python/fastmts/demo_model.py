@@ -31,7 +31,7 @@ def make_centers(n_features=32, n_classes=4, spread=0.35, seed=0):
             spread).astype(np.float32)
 
 
-def build(batch_size=64, hidden=(64, 64), learning_rate=0.02, momentum=0.9,
+def build(batch_size=64, hidden=(64, 64), learning_rate=0.001, momentum=0.9,
           n_features=32, n_classes=4, spread=0.35, seed=0):
     """Add the model to the default graph; return a :class:`DemoModel`."""
     global_step = tf.compat.v1.train.get_or_create_global_step()

@@ -14,6 +14,7 @@ from tensorflow.python.framework import sparse_tensor
 from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.ops import variables
 from tensorflow.python.util import nest
+from tensorflow.python.util import numpy_compat
 
 from fastmts import _native
 
@@ -62,28 +63,30 @@ def _output_of(tensor):
 
 class FetchPlan:
   """A resolved fetch structure: the native plan and how to rebuild results."""
-  __slots__ = ('native', 'build', 'source')
+  __slots__ = ('native', 'build', 'source', 'fetched', 'fed_overlap')
 
-  def __init__(self, native, build, source):
+  def __init__(self, native, build, source, fetched):
     self.native = native
     self.build = build      # list of fetched values -> caller's structure
     self.source = source    # keeps the keyed leaves alive
+    self.fetched = fetched  # refs of the fetched tensors
+    self.fed_overlap = {}   # FeedPlan -> does it feed a fetched tensor?
 
 
-def _make_fetch_plan(graph, tf_session, fetches):
-  handler = _tf_session._FetchHandler(graph, fetches, {})  # pylint: disable=protected-access
+def _make_fetch_plan(graph, tf_session, fetches, fed_values=None):
+  handler = _tf_session._FetchHandler(graph, fetches, fed_values or {})  # pylint: disable=protected-access
   tensors = handler.fetches()
   targets = handler.targets()
   native = _native.RunPlan([_output_of(t) for t in tensors],
                            [op._c_op for op in targets])  # pylint: disable=protected-access
   t = type(fetches)
-  if _leaf(t) or t is str:
+  if (_leaf(t) or t is str) and not fed_values:
     build = (lambda values: values[0]) if tensors else (lambda values: None)
     if tensors and handler._fetch_handles:  # pylint: disable=protected-access
       build = lambda values: handler.build_results(tf_session, values)
   else:
     build = lambda values: handler.build_results(tf_session, values)
-  return FetchPlan(native, build, fetches)
+  return FetchPlan(native, build, fetches, frozenset(t.ref() for t in tensors))
 
 
 class _FeedConverter:
@@ -117,7 +120,10 @@ class _FeedConverter:
     if hasattr(value, 'to_numpy_array') and not isinstance(value, np.ndarray):
       np_val = value.to_numpy_array()  # a TensorHandle
     else:
-      np_val = np.asarray(value, dtype=np_dtype)
+      if type(value) is np.ndarray and value.dtype == np_dtype:
+        np_val = value  # what np_asarray returns too, without its checks
+      else:
+        np_val = numpy_compat.np_asarray(value, np_dtype)
       dims = self.dims
       if dims is not None:
         shape = np_val.shape
@@ -134,12 +140,16 @@ class _FeedConverter:
 
 class FeedPlan:
   """A resolved feed_dict key set: the native plan and one converter a key."""
-  __slots__ = ('native', 'converters', 'keys')
+  __slots__ = ('native', 'converters', 'keys', '__weakref__')
 
   def __init__(self, native, converters, keys):
     self.native = native
     self.converters = converters
     self.keys = keys
+
+  @property
+  def fed(self):
+    return [conv.tensor for conv in self.converters]
 
 
 def _expand_feed(feed, feed_val):
@@ -194,8 +204,25 @@ class PlanCache:
       self._fetch_plans[key] = plan
     return plan
 
+  def plan_for(self, fetches, feed_dict):
+    """(FetchPlan, FeedPlan or None, converted values or None) for one run."""
+    fetch_plan = self.fetch_plan(fetches)
+    if not feed_dict:
+      return fetch_plan, None, None
+    feed_plan, values = self.feeds(feed_dict)
+    overlap = fetch_plan.fed_overlap.get(feed_plan)
+    if overlap is None:
+      overlap = fetch_plan.fed_overlap[feed_plan] = any(
+          t.ref() in fetch_plan.fetched for t in feed_plan.fed)
+    if overlap:
+      # TF returns the fed value for a tensor that is also fetched, without
+      # fetching it; rare, so resolved afresh with this step's values.
+      fed_values = {t.ref(): v for t, v in zip(feed_plan.fed, values)}
+      fetch_plan = _make_fetch_plan(self._graph, self._tf_session, fetches, fed_values)
+    return fetch_plan, feed_plan.native, values
+
   def feeds(self, feed_dict):
-    """feed_dict -> (native FeedPlan, list of converted values)."""
+    """feed_dict -> (FeedPlan, list of converted values)."""
     simple = True
     key = []
     for k in feed_dict:
@@ -218,7 +245,7 @@ class PlanCache:
         self._feed_plans[key] = plan
       values = [conv(v, k, v) for conv, k, v in
                 zip(plan.converters, plan.keys, feed_dict.values())]
-      return plan.native, values
+      return plan, values
     # Nested keys (tuples of tensors) and expanding keys (SparseTensor):
     # resolved afresh, exactly as TF does on every call.
     subfeeds, subvalues = [], []
@@ -231,4 +258,4 @@ class PlanCache:
       conv.key = subfeed
     values = [conv(v, k, orig) for conv, (v, k, orig) in
               zip(plan.converters, subvalues)]
-    return plan.native, values
+    return plan, values

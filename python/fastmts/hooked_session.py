@@ -45,14 +45,12 @@ class _StepState:
     self.metadata_parsed = False
     self.plans = {}
 
-  def take_metadata(self, serialized):
-    if serialized is not None and not self.metadata_parsed:
-      self.run_metadata.ParseFromString(serialized)
-      self.metadata_parsed = True
-
 
 class _PythonHookRunner:
-  """Adapts one Python SessionRunHook to the native dispatch."""
+  """The Python side of one Python hook in the native dispatch, which calls
+  the hook's before_run/after_run itself and this for the rest."""
+
+  values_type = SessionRunValues
 
   def __init__(self, hook, session):
     self._hook = hook
@@ -61,10 +59,8 @@ class _PythonHookRunner:
   def after_create_session(self):
     self._hook.after_create_session(self._session.tf_sess, self._session.coord)
 
-  def before_run(self, state):
-    request = self._hook.before_run(state.run_context)
-    if request is None:
-      return None
+  def resolve(self, state, request):
+    """A hook's SessionRunArgs -> (RunPlan, FeedPlan, feed values, options)."""
     plan = native_plan = feed_plan = values = options = None
     if request.fetches is not None:
       plan = self._session.plans.fetch_plan(request.fetches)
@@ -72,20 +68,21 @@ class _PythonHookRunner:
     state.plans[self] = plan
     if request.feed_dict:
       feed_plan, values = self._session.plans.feeds(request.feed_dict)
+      feed_plan = feed_plan.native
     if request.options:
       merge_run_options(state.options, request.options)
       options = state.options.SerializeToString()
     return native_plan, feed_plan, values, options
 
-  def after_run(self, state, outputs, run_metadata):
-    state.take_metadata(run_metadata)
+  def build(self, state, outputs):
     plan = state.plans.get(self)
-    results = plan.build(outputs) if plan is not None else None
-    self._hook.after_run(
-        state.run_context,
-        SessionRunValues(results=results, options=state.options,
-                         run_metadata=state.run_metadata))
-    return state.run_context.stop_requested
+    return plan.build(outputs) if plan is not None else None
+
+  @staticmethod
+  def take_metadata(state, serialized):
+    if not state.metadata_parsed:
+      state.run_metadata.ParseFromString(serialized)
+      state.metadata_parsed = True
 
   def end(self):
     self._hook.end(self._session.tf_sess)
@@ -106,7 +103,7 @@ class HookedSession:
     for hook in hooks:
       stand_in = basic_session_run_hooks.native_hook_of(hook)
       if stand_in is None:
-        native_hooks.append(_native.PythonHook(_PythonHookRunner(hook, self)))
+        native_hooks.append(_native.PythonHook(hook, _PythonHookRunner(hook, self)))
         self._python_hooks += 1
       else:
         native_hooks.append(stand_in.native)
@@ -140,10 +137,7 @@ class HookedSession:
     self._native.end()
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-    plan = self.plans.fetch_plan(fetches)
-    feed_plan = values = None
-    if feed_dict:
-      feed_plan, values = self.plans.feeds(feed_dict)
+    plan, feed_plan, values = self.plans.plan_for(fetches, feed_dict)
     state = None
     if self._python_hooks:
       state = _StepState(
