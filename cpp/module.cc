@@ -259,6 +259,20 @@ double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, i
 
 }  // namespace
 
+// Python returns (stop_requested, timer_last_step or None, timer_last_time).
+GlobalStepGatedHook::Outcome outcome_from_python(py::handle result) {
+  py::tuple t = py::reinterpret_borrow<py::tuple>(result);
+  GlobalStepGatedHook::Outcome o;
+  o.stop_requested = t[0].cast<bool>();
+  if (!t[1].is_none()) o.timer_last_step = t[1].cast<int64_t>();
+  if (!t[2].is_none()) o.timer_last_time = t[2].cast<double>();
+  return o;
+}
+
+py::object optional_step(std::optional<int64_t> step) {
+  return step ? py::object(py::int_(*step)) : py::object(py::none());
+}
+
 PYBIND11_MODULE(_native, m) {
   m.doc() = "fastmts native core";
 
@@ -300,6 +314,51 @@ PYBIND11_MODULE(_native, m) {
            py::arg("global_step_op"), py::arg("global_step_index"), py::arg("num_steps"),
            py::arg("last_step"))
       .def_property_readonly("last_step", &StopAtStepHook::last_step);
+  // Callbacks are Python callables; the dispatch calls hooks with the GIL held.
+  py::class_<NanTensorHook, Hook, std::shared_ptr<NanTensorHook>>(m, "NanTensorHook")
+      .def(py::init([](py::object c_op, int index, bool fail_on_nan_loss, py::function on_nan) {
+             return std::make_shared<NanTensorHook>(TF_Output{operation_pointer(c_op), index},
+                                                    fail_on_nan_loss, [on_nan]() { on_nan(); });
+           }),
+           py::arg("loss_op"), py::arg("loss_index"), py::arg("fail_on_nan_loss"),
+           py::arg("on_nan"));
+  py::class_<LoggingTensorHook, Hook, std::shared_ptr<LoggingTensorHook>>(m, "LoggingTensorHook")
+      .def(py::init([](const std::shared_ptr<RunPlan>& tensors, double every_secs,
+                       int64_t every_steps, bool never, py::function log, py::function on_end) {
+             return std::make_shared<LoggingTensorHook>(
+                 tensors, SecondOrStepTimer(every_secs, every_steps, never),
+                 [log](int64_t iter, const std::vector<SharedTensor>& values) {
+                   log(iter, outputs_to_python(values));
+                 },
+                 [on_end](int64_t iter) { on_end(iter); });
+           }),
+           py::arg("tensors"), py::arg("every_secs"), py::arg("every_steps"), py::arg("never"),
+           py::arg("log"), py::arg("on_end"));
+  py::class_<GlobalStepGatedHook, Hook, std::shared_ptr<GlobalStepGatedHook>>(
+      m, "GlobalStepGatedHook")
+      .def(py::init([](py::object c_op, int index, double every_secs, int64_t every_steps,
+                       int64_t steps_per_run, bool track_stuck_step, py::object last_step,
+                       py::function act, py::function after_create_session, py::function end) {
+             std::optional<int64_t> last;
+             if (!last_step.is_none()) last = last_step.cast<int64_t>();
+             auto lifecycle = [](py::function fn) {
+               return [fn](std::optional<int64_t> last_step) {
+                 return outcome_from_python(fn(optional_step(last_step)));
+               };
+             };
+             return std::make_shared<GlobalStepGatedHook>(
+                 TF_Output{operation_pointer(c_op), index},
+                 SecondOrStepTimer(every_secs, every_steps), steps_per_run, track_stuck_step,
+                 last,
+                 [act](int64_t stale, std::optional<int64_t> last_step) {
+                   return outcome_from_python(act(stale, optional_step(last_step)));
+                 },
+                 lifecycle(after_create_session), lifecycle(end));
+           }),
+           py::arg("global_step_op"), py::arg("global_step_index"), py::arg("every_secs"),
+           py::arg("every_steps"), py::arg("steps_per_run"), py::arg("track_stuck_step"),
+           py::arg("last_step"), py::arg("act"), py::arg("after_create_session"),
+           py::arg("end"));
 
   py::class_<HookedSession>(m, "HookedSession")
       .def(py::init<std::vector<HookPtr>>(), py::arg("hooks"))

@@ -1,5 +1,7 @@
 #include "native_hooks.h"
 
+#include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace fastmts {
@@ -39,5 +41,100 @@ void StopAtStepHook::after_run(StepContext& ctx, const std::vector<SharedTensor>
   if (scalar_as_int64(ctx.session().run(read).outputs.at(0).get()) >= last_step_)
     ctx.request_stop();
 }
+
+bool scalar_is_nan(const TF_Tensor* t) {
+  const void* data = TF_TensorData(t);
+  switch (TF_TensorType(t)) {
+    case TF_FLOAT: return std::isnan(*static_cast<const float*>(data));
+    case TF_DOUBLE: return std::isnan(*static_cast<const double*>(data));
+    case TF_HALF: {
+      uint16_t bits;
+      std::memcpy(&bits, data, sizeof bits);
+      return (bits & 0x7c00) == 0x7c00 && (bits & 0x03ff) != 0;
+    }
+    case TF_BFLOAT16: {
+      uint16_t bits;
+      std::memcpy(&bits, data, sizeof bits);
+      return (bits & 0x7f80) == 0x7f80 && (bits & 0x007f) != 0;
+    }
+    default: throw std::invalid_argument("NanTensorHook: loss must be a float scalar");
+  }
+}
+
+NanTensorHook::NanTensorHook(TF_Output loss, bool fail_on_nan_loss, std::function<void()> on_nan)
+    : read_loss_(std::make_shared<RunPlan>(RunPlan{{loss}, {}})),
+      fail_on_nan_loss_(fail_on_nan_loss),
+      on_nan_(std::move(on_nan)) {}
+
+void NanTensorHook::before_run(StepContext&, RunRequest& request) { request.plan = read_loss_; }
+
+void NanTensorHook::after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+                              const std::string&) {
+  if (!scalar_is_nan(outputs->at(0).get())) return;
+  on_nan_();  // raises when failing on NaN
+  if (!fail_on_nan_loss_) ctx.request_stop();
+}
+
+LoggingTensorHook::LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, LogFn log,
+                                     std::function<void(int64_t)> on_end)
+    : tensors_(std::move(tensors)),
+      timer_(timer),
+      log_(std::move(log)),
+      on_end_(std::move(on_end)) {}
+
+void LoggingTensorHook::before_run(StepContext&, RunRequest& request) {
+  should_trigger_ = timer_.should_trigger_for_step(iter_);
+  if (should_trigger_) request.plan = tensors_;
+}
+
+void LoggingTensorHook::after_run(StepContext&, const std::vector<SharedTensor>* outputs,
+                                  const std::string&) {
+  if (should_trigger_) {
+    log_(iter_, *outputs);
+    timer_.update_last_triggered_step(iter_);
+  }
+  ++iter_;
+}
+
+void LoggingTensorHook::end(const SessionRunner&) { on_end_(iter_); }
+
+GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer,
+                                         int64_t steps_per_run, bool track_stuck_step,
+                                         std::optional<int64_t> last_step, ActFn act,
+                                         LifecycleFn after_create_session, LifecycleFn end)
+    : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
+      timer_(timer),
+      steps_per_run_(steps_per_run),
+      track_stuck_step_(track_stuck_step),
+      last_step_(last_step),
+      act_(std::move(act)),
+      after_create_session_(std::move(after_create_session)),
+      end_(std::move(end)) {}
+
+void GlobalStepGatedHook::adopt(const Outcome& outcome) {
+  timer_.set_state(outcome.timer_last_step, outcome.timer_last_time);
+}
+
+void GlobalStepGatedHook::after_create_session(const SessionRunner&) {
+  adopt(after_create_session_(last_step_));
+}
+
+void GlobalStepGatedHook::before_run(StepContext&, RunRequest& request) {
+  request.plan = read_step_;
+}
+
+void GlobalStepGatedHook::after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+                                    const std::string&) {
+  const int64_t stale = scalar_as_int64(outputs->at(0).get());
+  const bool stuck = track_stuck_step_ && last_step_ && *last_step_ == stale;
+  if (stuck || timer_.should_trigger_for_step(stale + steps_per_run_)) {
+    Outcome outcome = act_(stale, last_step_);
+    adopt(outcome);
+    if (outcome.stop_requested) ctx.request_stop();
+  }
+  if (track_stuck_step_) last_step_ = stale;
+}
+
+void GlobalStepGatedHook::end(const SessionRunner&) { adopt(end_(last_step_)); }
 
 }  // namespace fastmts

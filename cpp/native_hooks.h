@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 
 #include "hooked_session.h"
+#include "timers.h"
 
 namespace fastmts {
 
@@ -30,5 +33,82 @@ class StopAtStepHook : public Hook {
   int64_t num_steps_;
   int64_t last_step_;
 };
+
+// TF's NanTensorHook on a float scalar loss: on NaN, `on_nan` runs (TF logs,
+// and raises NanLossDuringTrainingError when failing), then stop is requested.
+class NanTensorHook : public Hook {
+ public:
+  NanTensorHook(TF_Output loss, bool fail_on_nan_loss, std::function<void()> on_nan);
+  void before_run(StepContext& ctx, RunRequest& request) override;
+  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+                 const std::string& run_metadata) override;
+
+ private:
+  PlanPtr read_loss_;
+  bool fail_on_nan_loss_;
+  std::function<void()> on_nan_;
+};
+
+// TF's LoggingTensorHook: the trigger decision per step is native; when it
+// triggers, the tensors are fetched and `log` formats and logs them (TF's own
+// formatting). `on_end` hands the iteration count over for end(session).
+class LoggingTensorHook : public Hook {
+ public:
+  using LogFn = std::function<void(int64_t iter, const std::vector<SharedTensor>& values)>;
+  LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, LogFn log,
+                    std::function<void(int64_t iter)> on_end);
+  void before_run(StepContext& ctx, RunRequest& request) override;
+  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+                 const std::string& run_metadata) override;
+  void end(const SessionRunner& session) override;
+
+ private:
+  PlanPtr tensors_;
+  SecondOrStepTimer timer_;
+  LogFn log_;
+  std::function<void(int64_t)> on_end_;
+  int64_t iter_ = 0;
+  bool should_trigger_ = false;
+};
+
+// The per-step gate of TF's CheckpointSaverHook and StepCounterHook: both
+// fetch the global step every step and act only when their timer fires for
+// (stale step + steps_per_run), or (StepCounterHook) when the step is stuck.
+// This hook fetches the step natively and calls `act` -- TF's own after_run
+// on the hook object -- only on those steps; after_create_session and end
+// are TF's own too. The timer state is taken back from the hook after each
+// of its Python calls, so both agree on when it last fired.
+class GlobalStepGatedHook : public Hook {
+ public:
+  struct Outcome {
+    bool stop_requested = false;
+    std::optional<int64_t> timer_last_step;
+    double timer_last_time = 0;
+  };
+  using ActFn = std::function<Outcome(int64_t stale_step, std::optional<int64_t> last_step)>;
+  using LifecycleFn = std::function<Outcome(std::optional<int64_t> last_step)>;
+
+  GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer, int64_t steps_per_run,
+                      bool track_stuck_step, std::optional<int64_t> last_step, ActFn act,
+                      LifecycleFn after_create_session, LifecycleFn end);
+  void after_create_session(const SessionRunner& session) override;
+  void before_run(StepContext& ctx, RunRequest& request) override;
+  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+                 const std::string& run_metadata) override;
+  void end(const SessionRunner& session) override;
+
+ private:
+  void adopt(const Outcome& outcome);
+  PlanPtr read_step_;
+  SecondOrStepTimer timer_;
+  int64_t steps_per_run_;
+  bool track_stuck_step_;
+  std::optional<int64_t> last_step_;  // StepCounterHook's _last_global_step
+  ActFn act_;
+  LifecycleFn after_create_session_, end_;
+};
+
+// True when a float scalar (half, float, double, bfloat16) is NaN.
+bool scalar_is_nan(const TF_Tensor* t);
 
 }  // namespace fastmts

@@ -6,17 +6,36 @@ instance of exactly such a class reaches a fastmts monitored session, its
 per-step work runs in C++ instead of its Python methods; a subclass (which
 may override anything) runs through the Python dispatch unchanged.
 """
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import ops
+from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
 from fastmts import _native
+from fastmts import fetches as fetches_lib
+from fastmts.session_run_hook import SessionRunArgs
+from fastmts.session_run_hook import SessionRunContext
+from fastmts.session_run_hook import SessionRunValues
 
 StopAtStepHook = _tf_hooks.StopAtStepHook
+NanTensorHook = _tf_hooks.NanTensorHook
+LoggingTensorHook = _tf_hooks.LoggingTensorHook
+NanLossDuringTrainingError = _tf_hooks.NanLossDuringTrainingError
+SecondOrStepTimer = _tf_hooks.SecondOrStepTimer
+CheckpointSaverHook = _tf_hooks.CheckpointSaverHook
+StepCounterHook = _tf_hooks.StepCounterHook
+
+
+def _output(tensor):
+  return tensor.op._c_op, tensor.value_index  # pylint: disable=protected-access
 
 
 class _NativeStopAtStep:
   """Native StopAtStepHook configured from a begun TF StopAtStepHook."""
 
-  def __init__(self, hook):
+  def __init__(self, hook, owner):
+    del owner
     self._hook = hook
     step = hook._global_step_tensor  # pylint: disable=protected-access
     num_steps = hook._num_steps  # pylint: disable=protected-access
@@ -32,12 +51,145 @@ class _NativeStopAtStep:
     self._hook._last_step = self.native.last_step  # pylint: disable=protected-access
 
 
+  @staticmethod
+  def accepts(hook):
+    del hook
+    return True
+
+
+class _NativeNanTensor:
+  """Native NanTensorHook; the rare NaN path logs (and raises) as TF does."""
+
+  def __init__(self, hook, owner):
+    del owner
+    loss = hook._loss_tensor  # pylint: disable=protected-access
+    fail = bool(hook._fail_on_nan_loss)  # pylint: disable=protected-access
+
+    def on_nan():
+      failure_message = 'Model diverged with loss = NaN.'
+      if fail:
+        logging.error(failure_message)
+        raise NanLossDuringTrainingError
+      logging.warning(failure_message)
+
+    self.native = _native.NanTensorHook(*_output(loss), fail, on_nan)
+
+  @staticmethod
+  def accepts(hook):
+    # TF's np.isnan works on any float loss; the native check on float scalars.
+    loss = getattr(hook, '_loss_tensor', None)
+    return (loss is not None and loss.shape.rank == 0 and
+            loss.dtype.base_dtype in (dtypes.float16, dtypes.bfloat16, dtypes.float32,
+                                      dtypes.float64))
+
+  def after_attach(self):
+    pass
+
+
+class _NativeLoggingTensor:
+  """Native trigger decisions for LoggingTensorHook; logging itself is TF's
+  own _log_tensors on the hook object, so lines and formats are TF's."""
+
+  def __init__(self, hook, owner):
+    plan = fetches_lib.PlanCache(ops.get_default_graph(), None).fetch_plan(
+        hook._current_tensors)  # pylint: disable=protected-access
+    timer = hook._timer  # pylint: disable=protected-access
+    never = isinstance(timer, _tf_hooks.NeverTriggerTimer)
+    every_secs = -1.0 if never or timer._every_secs is None else float(timer._every_secs)  # pylint: disable=protected-access
+    every_steps = -1 if never or timer._every_steps is None else int(timer._every_steps)  # pylint: disable=protected-access
+
+    def log(iter_count, values):
+      hook._iter_count = iter_count  # pylint: disable=protected-access
+      hook._log_tensors(plan.build(values))  # pylint: disable=protected-access
+
+    def on_end(iter_count):
+      hook._iter_count = iter_count  # pylint: disable=protected-access
+      hook.end(owner.tf_sess)  # TF's own: logs the tensors once more when at_end
+
+    self.native = _native.LoggingTensorHook(plan.native, every_secs, every_steps, never, log,
+                                            on_end)
+
+  @staticmethod
+  def accepts(hook):
+    timer = getattr(hook, '_timer', None)
+    return type(timer) in (_tf_hooks.SecondOrStepTimer, _tf_hooks.NeverTriggerTimer)
+
+  def after_attach(self):
+    pass
+
+
+class _NativeGlobalStepGated:
+  """CheckpointSaverHook and StepCounterHook: the global step is fetched and
+  the timer consulted natively every step; TF's own after_run (saving a
+  checkpoint, writing global_step/sec) runs only on the steps where it can
+  act, and after_create_session / end are TF's own, so files and log lines
+  are TF's."""
+
+  def __init__(self, hook, owner):
+    timer = hook._timer  # pylint: disable=protected-access
+    step = hook._global_step_tensor  # pylint: disable=protected-access
+    as_step = step.dtype.as_numpy_dtype
+    track_stuck = type(hook) is _tf_hooks.StepCounterHook
+
+    def outcome(run_context=None):
+      return (run_context is not None and run_context.stop_requested,
+              timer._last_triggered_step, timer._last_triggered_time)  # pylint: disable=protected-access
+
+    def restore_last_step(last_step):
+      if track_stuck:
+        hook._last_global_step = None if last_step is None else as_step(last_step)  # pylint: disable=protected-access
+
+    def act(stale_step, last_step):
+      restore_last_step(last_step)
+      run_context = SessionRunContext(original_args=SessionRunArgs(None), session=owner.tf_sess)
+      hook.after_run(run_context, SessionRunValues(
+          results=as_step(stale_step), options=config_pb2.RunOptions(),
+          run_metadata=config_pb2.RunMetadata()))
+      return outcome(run_context)
+
+    def after_create_session(last_step):
+      del last_step
+      hook.after_create_session(owner.tf_sess, owner.coord)
+      return outcome()
+
+    def end(last_step):
+      restore_last_step(last_step)
+      hook.end(owner.tf_sess)
+      return outcome()
+
+    last = getattr(hook, '_last_global_step', None) if track_stuck else None
+    self.native = _native.GlobalStepGatedHook(
+        *_output(step),
+        -1.0 if timer._every_secs is None else float(timer._every_secs),  # pylint: disable=protected-access
+        -1 if timer._every_steps is None else int(timer._every_steps),  # pylint: disable=protected-access
+        int(hook._steps_per_run), track_stuck,  # pylint: disable=protected-access
+        None if last is None else int(last), act, after_create_session, end)
+
+  @staticmethod
+  def accepts(hook):
+    step = getattr(hook, '_global_step_tensor', None)
+    return (type(getattr(hook, '_timer', None)) is _tf_hooks.SecondOrStepTimer and
+            step is not None and step.dtype.base_dtype.is_integer)
+
+  def after_attach(self):
+    pass
+
+
+# Exact classes only: a subclass may override anything and runs in Python.
 _NATIVE_OF_CLASS = {
     _tf_hooks.StopAtStepHook: _NativeStopAtStep,
+    _tf_hooks.NanTensorHook: _NativeNanTensor,
+    _tf_hooks.LoggingTensorHook: _NativeLoggingTensor,
+    _tf_hooks.CheckpointSaverHook: _NativeGlobalStepGated,
+    _tf_hooks.StepCounterHook: _NativeGlobalStepGated,
 }
 
+def native_hook_of(hook, owner):
+  """The native stand-in of a begun stock hook, or None to run it in Python.
 
-def native_hook_of(hook):
-  """The native stand-in of a begun stock hook, or None to run it in Python."""
+  `owner` is the HookedSession; its `tf_sess` is the session of the moment.
+  """
   make = _NATIVE_OF_CLASS.get(type(hook))
-  return None if make is None else make(hook)
+  if make is None or not make.accepts(hook):
+    return None
+  return make(hook, owner)

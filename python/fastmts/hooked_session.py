@@ -101,7 +101,7 @@ class HookedSession:
     self._accelerated = []  # stand-ins of stock hooks, synced after attach
     self._python_hooks = 0
     for hook in hooks:
-      stand_in = basic_session_run_hooks.native_hook_of(hook)
+      stand_in = basic_session_run_hooks.native_hook_of(hook, self)
       if stand_in is None:
         native_hooks.append(_native.PythonHook(hook, _PythonHookRunner(hook, self)))
         self._python_hooks += 1

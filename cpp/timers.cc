@@ -1,0 +1,30 @@
+#include "timers.h"
+
+#include <chrono>
+
+namespace fastmts {
+
+double wall_time_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool SecondOrStepTimer::should_trigger_for_step(int64_t step) const {
+  if (never_) return false;
+  if (!last_step_) return true;
+  if (*last_step_ == step) return false;
+  if (every_secs_ >= 0 && wall_time_seconds() >= last_time_ + every_secs_) return true;
+  if (every_steps_ >= 0 && step >= *last_step_ + every_steps_) return true;
+  return false;
+}
+
+std::optional<double> SecondOrStepTimer::update_last_triggered_step(int64_t step) {
+  const double now = wall_time_seconds();
+  std::optional<double> elapsed;
+  if (last_step_) elapsed = now - last_time_;
+  last_time_ = now;
+  last_step_ = step;
+  return elapsed;
+}
+
+}  // namespace fastmts

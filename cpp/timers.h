@@ -1,0 +1,36 @@
+// TF's SecondOrStepTimer (and NeverTriggerTimer): triggers every N steps
+// and/or every S seconds of wall time, as basic_session_run_hooks does.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace fastmts {
+
+class SecondOrStepTimer {
+ public:
+  // Negative means "not set". `never` makes a NeverTriggerTimer.
+  SecondOrStepTimer(double every_secs, int64_t every_steps, bool never = false)
+      : every_secs_(every_secs), every_steps_(every_steps), never_(never) {}
+
+  bool should_trigger_for_step(int64_t step) const;
+  // Returns the seconds since the previous trigger, if there was one.
+  std::optional<double> update_last_triggered_step(int64_t step);
+  void reset() { last_step_.reset(); }
+  // Adopts a timer state kept elsewhere (TF's Python timer of the same hook).
+  void set_state(std::optional<int64_t> last_step, double last_time) {
+    last_step_ = last_step;
+    last_time_ = last_time;
+  }
+
+ private:
+  double every_secs_;
+  int64_t every_steps_;
+  bool never_;
+  std::optional<int64_t> last_step_;
+  double last_time_ = 0;
+};
+
+double wall_time_seconds();  // time.time()
+
+}  // namespace fastmts
