@@ -323,8 +323,9 @@ PYBIND11_MODULE(_native, m) {
            py::arg("loss_op"), py::arg("loss_index"), py::arg("fail_on_nan_loss"),
            py::arg("on_nan"));
   py::class_<LoggingTensorHook, Hook, std::shared_ptr<LoggingTensorHook>>(m, "LoggingTensorHook")
-      .def(py::init([](const std::shared_ptr<RunPlan>& tensors, double every_secs,
-                       int64_t every_steps, bool never, py::function log, py::function on_end) {
+      .def(py::init([](const std::shared_ptr<RunPlan>& tensors,
+                       std::optional<double> every_secs, std::optional<double> every_steps,
+                       bool never, py::function log, py::function on_end) {
              return std::make_shared<LoggingTensorHook>(
                  tensors, SecondOrStepTimer(every_secs, every_steps, never),
                  [log](int64_t iter, const std::vector<SharedTensor>& values) {
@@ -333,10 +334,13 @@ PYBIND11_MODULE(_native, m) {
                  [on_end](int64_t iter) { on_end(iter); });
            }),
            py::arg("tensors"), py::arg("every_secs"), py::arg("every_steps"), py::arg("never"),
-           py::arg("log"), py::arg("on_end"));
+           py::arg("log"), py::arg("on_end"))
+      .def("adopt_timer", &LoggingTensorHook::adopt_timer, py::arg("last_step"),
+           py::arg("last_time"));
   py::class_<GlobalStepGatedHook, Hook, std::shared_ptr<GlobalStepGatedHook>>(
       m, "GlobalStepGatedHook")
-      .def(py::init([](py::object c_op, int index, double every_secs, int64_t every_steps,
+      .def(py::init([](py::object c_op, int index, std::optional<double> every_secs,
+                       std::optional<double> every_steps,
                        int64_t steps_per_run, bool track_stuck_step, py::object last_step,
                        py::function act, py::function after_create_session, py::function end) {
              std::optional<int64_t> last;

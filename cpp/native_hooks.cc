@@ -89,10 +89,7 @@ void LoggingTensorHook::before_run(StepContext&, RunRequest& request) {
 
 void LoggingTensorHook::after_run(StepContext&, const std::vector<SharedTensor>* outputs,
                                   const std::string&) {
-  if (should_trigger_) {
-    log_(iter_, *outputs);
-    timer_.update_last_triggered_step(iter_);
-  }
+  if (should_trigger_) log_(iter_, *outputs);
   ++iter_;
 }
 

@@ -51,10 +51,15 @@ class NanTensorHook : public Hook {
 
 // TF's LoggingTensorHook: the trigger decision per step is native; when it
 // triggers, the tensors are fetched and `log` formats and logs them (TF's own
-// formatting). `on_end` hands the iteration count over for end(session).
+// _log_tensors, which also moves TF's timer: the caller hands that timer's
+// state back through adopt_timer, even when logging raises).
+// `on_end` hands the iteration count over for end(session).
 class LoggingTensorHook : public Hook {
  public:
   using LogFn = std::function<void(int64_t iter, const std::vector<SharedTensor>& values)>;
+  void adopt_timer(std::optional<int64_t> last_step, double last_time) {
+    timer_.set_state(last_step, last_time);
+  }
   LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, LogFn log,
                     std::function<void(int64_t iter)> on_end);
   void before_run(StepContext& ctx, RunRequest& request) override;

@@ -13,8 +13,9 @@ bool SecondOrStepTimer::should_trigger_for_step(int64_t step) const {
   if (never_) return false;
   if (!last_step_) return true;
   if (*last_step_ == step) return false;
-  if (every_secs_ >= 0 && wall_time_seconds() >= last_time_ + every_secs_) return true;
-  if (every_steps_ >= 0 && step >= *last_step_ + every_steps_) return true;
+  if (every_secs_ && wall_time_seconds() >= last_time_ + *every_secs_) return true;
+  if (every_steps_ && static_cast<double>(step) >= static_cast<double>(*last_step_) + *every_steps_)
+    return true;
   return false;
 }
 

@@ -9,8 +9,12 @@ namespace fastmts {
 
 class SecondOrStepTimer {
  public:
-  // Negative means "not set". `never` makes a NeverTriggerTimer.
-  SecondOrStepTimer(double every_secs, int64_t every_steps, bool never = false)
+  // Unset means "not by this measure", as None in TF. Values are taken as
+  // TF takes them (no validation: TF's hooks validate their own arguments,
+  // and a negative or fractional value behaves as it does in Python).
+  // `never` makes a NeverTriggerTimer.
+  SecondOrStepTimer(std::optional<double> every_secs, std::optional<double> every_steps,
+                    bool never = false)
       : every_secs_(every_secs), every_steps_(every_steps), never_(never) {}
 
   bool should_trigger_for_step(int64_t step) const;
@@ -24,8 +28,8 @@ class SecondOrStepTimer {
   }
 
  private:
-  double every_secs_;
-  int64_t every_steps_;
+  std::optional<double> every_secs_;
+  std::optional<double> every_steps_;
   bool never_;
   std::optional<int64_t> last_step_;
   double last_time_ = 0;

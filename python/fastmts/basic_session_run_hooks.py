@@ -9,6 +9,7 @@ may override anything) runs through the Python dispatch unchanged.
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
@@ -25,6 +26,10 @@ NanLossDuringTrainingError = _tf_hooks.NanLossDuringTrainingError
 SecondOrStepTimer = _tf_hooks.SecondOrStepTimer
 CheckpointSaverHook = _tf_hooks.CheckpointSaverHook
 StepCounterHook = _tf_hooks.StepCounterHook
+
+
+def _optional_float(value):
+  return None if value is None else float(value)
 
 
 def _output(tensor):
@@ -46,9 +51,12 @@ class _NativeStopAtStep:
         -1 if last_step is None else int(last_step))
 
   def after_attach(self):
-    # TF's hook computes _last_step in its first after_create_session and
-    # keeps it; mirror that on the object so reusing it behaves as in TF.
-    self._hook._last_step = self.native.last_step  # pylint: disable=protected-access
+    # TF's hook computes _last_step (global step + num_steps, a numpy int) in
+    # its first after_create_session and keeps it; mirror that on the object
+    # so reusing it behaves as in TF.
+    if self._hook._last_step is None:  # pylint: disable=protected-access
+      step_type = self._hook._global_step_tensor.dtype.as_numpy_dtype  # pylint: disable=protected-access
+      self._hook._last_step = step_type(self.native.last_step)  # pylint: disable=protected-access
 
 
   @staticmethod
@@ -78,12 +86,9 @@ class _NativeNanTensor:
   def accepts(hook):
     # TF's np.isnan works on any float loss; the native check on float scalars.
     loss = getattr(hook, '_loss_tensor', None)
-    return (loss is not None and loss.shape.rank == 0 and
+    return (isinstance(loss, tensor_lib.Tensor) and loss.shape.rank == 0 and
             loss.dtype.base_dtype in (dtypes.float16, dtypes.bfloat16, dtypes.float32,
                                       dtypes.float64))
-
-  def after_attach(self):
-    pass
 
 
 class _NativeLoggingTensor:
@@ -95,27 +100,27 @@ class _NativeLoggingTensor:
         hook._current_tensors)  # pylint: disable=protected-access
     timer = hook._timer  # pylint: disable=protected-access
     never = isinstance(timer, _tf_hooks.NeverTriggerTimer)
-    every_secs = -1.0 if never or timer._every_secs is None else float(timer._every_secs)  # pylint: disable=protected-access
-    every_steps = -1 if never or timer._every_steps is None else int(timer._every_steps)  # pylint: disable=protected-access
 
     def log(iter_count, values):
       hook._iter_count = iter_count  # pylint: disable=protected-access
-      hook._log_tensors(plan.build(values))  # pylint: disable=protected-access
+      try:
+        hook._log_tensors(plan.build(values))  # pylint: disable=protected-access
+      finally:
+        # _log_tensors (or whatever replaced it) moves TF's timer, or not.
+        self.native.adopt_timer(timer._last_triggered_step, timer._last_triggered_time or 0.0)  # pylint: disable=protected-access
 
     def on_end(iter_count):
       hook._iter_count = iter_count  # pylint: disable=protected-access
       hook.end(owner.tf_sess)  # TF's own: logs the tensors once more when at_end
 
-    self.native = _native.LoggingTensorHook(plan.native, every_secs, every_steps, never, log,
-                                            on_end)
+    self.native = _native.LoggingTensorHook(
+        plan.native, None if never else _optional_float(timer._every_secs),  # pylint: disable=protected-access
+        None if never else _optional_float(timer._every_steps), never, log, on_end)  # pylint: disable=protected-access
 
   @staticmethod
   def accepts(hook):
     timer = getattr(hook, '_timer', None)
     return type(timer) in (_tf_hooks.SecondOrStepTimer, _tf_hooks.NeverTriggerTimer)
-
-  def after_attach(self):
-    pass
 
 
 class _NativeGlobalStepGated:
@@ -160,8 +165,7 @@ class _NativeGlobalStepGated:
     last = getattr(hook, '_last_global_step', None) if track_stuck else None
     self.native = _native.GlobalStepGatedHook(
         *_output(step),
-        -1.0 if timer._every_secs is None else float(timer._every_secs),  # pylint: disable=protected-access
-        -1 if timer._every_steps is None else int(timer._every_steps),  # pylint: disable=protected-access
+        _optional_float(timer._every_secs), _optional_float(timer._every_steps),  # pylint: disable=protected-access
         int(hook._steps_per_run), track_stuck,  # pylint: disable=protected-access
         None if last is None else int(last), act, after_create_session, end)
 
@@ -170,9 +174,6 @@ class _NativeGlobalStepGated:
     step = getattr(hook, '_global_step_tensor', None)
     return (type(getattr(hook, '_timer', None)) is _tf_hooks.SecondOrStepTimer and
             step is not None and step.dtype.base_dtype.is_integer)
-
-  def after_attach(self):
-    pass
 
 
 # Exact classes only: a subclass may override anything and runs in Python.

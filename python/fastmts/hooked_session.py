@@ -107,7 +107,8 @@ class HookedSession:
         self._python_hooks += 1
       else:
         native_hooks.append(stand_in.native)
-        self._accelerated.append(stand_in)
+        if hasattr(stand_in, 'after_attach'):
+          self._accelerated.append(stand_in)
     self._native = _native.HookedSession(native_hooks)
     self.tf_sess = None
     self.coord = None

@@ -29,6 +29,17 @@ USE_DEFAULT = _tf_monitored_session.USE_DEFAULT
 
 _PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
 
+# TF's log text when a preempted session is about to be re-created.
+_RECREATE_NOTICE = (
+    'This may be due to a preemption in '
+    'a connected worker or parameter server. The current '
+    'session will be closed and a new session will be '
+    'created. This error may also occur due to a gRPC failure '
+    'caused by high memory or network bandwidth usage in the '
+    'parameter servers. If this error occurs repeatedly, try '
+    'increasing the number of parameter servers assigned to '
+    'the job. Error: %s')
+
 
 def _step_counter_hook(summary_dir, log_step_count_steps):
   return basic_session_run_hooks.StepCounterHook(
@@ -385,16 +396,8 @@ class _RecoverableSession:
         return self._sess._check_stop()  # pylint: disable=protected-access
       return True
     except _PREEMPTION_ERRORS as e:
-      logging.info(
-          'An error was raised while considering whether the '
-          'session is complete. This may be due to a preemption in '
-          'a connected worker or parameter server. The current '
-          'session will be closed and a new session will be '
-          'created. This error may also occur due to a gRPC failure '
-          'caused by high memory or network bandwidth usage in the '
-          'parameter servers. If this error occurs repeatedly, try '
-          'increasing the number of parameter servers assigned to '
-          'the job. Error: %s', e)
+      logging.info('An error was raised while considering whether the '
+                   'session is complete. ' + _RECREATE_NOTICE, e)
       self.close()
       self._sess = self._create_session()
       return False
@@ -416,15 +419,7 @@ class _RecoverableSession:
         self._sess = None
 
   def _log_preemption(self, e):
-    logging.info(
-        'An error was raised. This may be due to a preemption in '
-        'a connected worker or parameter server. The current '
-        'session will be closed and a new session will be '
-        'created. This error may also occur due to a gRPC failure '
-        'caused by high memory or network bandwidth usage in the '
-        'parameter servers. If this error occurs repeatedly, try '
-        'increasing the number of parameter servers assigned to '
-        'the job. Error: %s', e)
+    logging.info('An error was raised. ' + _RECREATE_NOTICE, e)
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     while True:
