@@ -119,16 +119,21 @@ def _nan_variable_graph(k):
   return step, loss, train
 
 
+def _nan_graph(kind, nan_step):
+  """A step graph whose loss turns NaN at `nan_step`, by tf.where or by a
+  variable assigned NaN."""
+  if kind == 'where':
+    return step_graph(nan_at(nan_step))
+  return _nan_variable_graph(nan_step)
+
+
 @pytest.mark.parametrize('graph', ['where', 'variable'])
 def test_nan_tensor_hook_fail(check, graph):
 
   def scenario(impl, workdir):
     del workdir
     with tf.Graph().as_default(), tf_log() as lines:
-      if graph == 'where':
-        step, loss, train = step_graph(nan_at(3))
-      else:
-        step, loss, train = _nan_variable_graph(3)
+      step, loss, train = _nan_graph(graph, 3)
       hook = v1.train.NanTensorHook(loss, fail_on_nan_loss=True)
       runs = []
       with impl.MonitoredSession(hooks=[hook]) as sess:
@@ -181,10 +186,7 @@ def test_nan_tensor_hook_stop(check, graph):
   def scenario(impl, workdir):
     del workdir
     with tf.Graph().as_default(), tf_log() as lines:
-      if graph == 'where':
-        step, loss, train = step_graph(nan_at(3))
-      else:
-        step, loss, train = _nan_variable_graph(3)
+      step, loss, train = _nan_graph(graph, 3)
       hook = v1.train.NanTensorHook(loss, fail_on_nan_loss=False)
       with impl.MonitoredSession(hooks=[hook]) as sess:
         runs = run_until_stop(sess, [train, step], 8)
