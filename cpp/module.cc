@@ -247,6 +247,10 @@ py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan
 }
 
 // The speed floor for benchmarks: `steps` bare TF_SessionRun calls in C++.
+py::object optional_step(std::optional<int64_t> step) {
+  return step ? py::object(py::int_(*step)) : py::object(py::none());
+}
+
 double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, int64_t steps) {
   SessionRunner runner(session_pointer(tf_session));
   RunRequest request;
@@ -258,20 +262,6 @@ double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, i
 }
 
 }  // namespace
-
-// Python returns (stop_requested, timer_last_step or None, timer_last_time).
-GlobalStepGatedHook::Outcome outcome_from_python(py::handle result) {
-  py::tuple t = py::reinterpret_borrow<py::tuple>(result);
-  GlobalStepGatedHook::Outcome o;
-  o.stop_requested = t[0].cast<bool>();
-  if (!t[1].is_none()) o.timer_last_step = t[1].cast<int64_t>();
-  if (!t[2].is_none()) o.timer_last_time = t[2].cast<double>();
-  return o;
-}
-
-py::object optional_step(std::optional<int64_t> step) {
-  return step ? py::object(py::int_(*step)) : py::object(py::none());
-}
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "fastmts native core";
@@ -346,23 +336,23 @@ PYBIND11_MODULE(_native, m) {
              std::optional<int64_t> last;
              if (!last_step.is_none()) last = last_step.cast<int64_t>();
              auto lifecycle = [](py::function fn) {
-               return [fn](std::optional<int64_t> last_step) {
-                 return outcome_from_python(fn(optional_step(last_step)));
-               };
+               return [fn](std::optional<int64_t> last_step) { fn(optional_step(last_step)); };
              };
              return std::make_shared<GlobalStepGatedHook>(
                  TF_Output{operation_pointer(c_op), index},
                  SecondOrStepTimer(every_secs, every_steps), steps_per_run, track_stuck_step,
                  last,
                  [act](int64_t stale, std::optional<int64_t> last_step) {
-                   return outcome_from_python(act(stale, optional_step(last_step)));
+                   return act(stale, optional_step(last_step)).cast<bool>();
                  },
                  lifecycle(after_create_session), lifecycle(end));
            }),
            py::arg("global_step_op"), py::arg("global_step_index"), py::arg("every_secs"),
            py::arg("every_steps"), py::arg("steps_per_run"), py::arg("track_stuck_step"),
            py::arg("last_step"), py::arg("act"), py::arg("after_create_session"),
-           py::arg("end"));
+           py::arg("end"))
+      .def("adopt_timer", &GlobalStepGatedHook::adopt_timer, py::arg("last_step"),
+           py::arg("last_time"));
 
   py::class_<HookedSession>(m, "HookedSession")
       .def(py::init<std::vector<HookPtr>>(), py::arg("hooks"))

@@ -108,12 +108,8 @@ GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTime
       after_create_session_(std::move(after_create_session)),
       end_(std::move(end)) {}
 
-void GlobalStepGatedHook::adopt(const Outcome& outcome) {
-  timer_.set_state(outcome.timer_last_step, outcome.timer_last_time);
-}
-
 void GlobalStepGatedHook::after_create_session(const SessionRunner&) {
-  adopt(after_create_session_(last_step_));
+  after_create_session_(last_step_);
 }
 
 void GlobalStepGatedHook::before_run(StepContext&, RunRequest& request) {
@@ -125,13 +121,11 @@ void GlobalStepGatedHook::after_run(StepContext& ctx, const std::vector<SharedTe
   const int64_t stale = scalar_as_int64(outputs->at(0).get());
   const bool stuck = track_stuck_step_ && last_step_ && *last_step_ == stale;
   if (stuck || timer_.should_trigger_for_step(stale + steps_per_run_)) {
-    Outcome outcome = act_(stale, last_step_);
-    adopt(outcome);
-    if (outcome.stop_requested) ctx.request_stop();
+    if (act_(stale, last_step_)) ctx.request_stop();
   }
   if (track_stuck_step_) last_step_ = stale;
 }
 
-void GlobalStepGatedHook::end(const SessionRunner&) { adopt(end_(last_step_)); }
+void GlobalStepGatedHook::end(const SessionRunner&) { end_(last_step_); }
 
 }  // namespace fastmts

@@ -81,17 +81,13 @@ class LoggingTensorHook : public Hook {
 // (stale step + steps_per_run), or (StepCounterHook) when the step is stuck.
 // This hook fetches the step natively and calls `act` -- TF's own after_run
 // on the hook object -- only on those steps; after_create_session and end
-// are TF's own too. The timer state is taken back from the hook after each
-// of its Python calls, so both agree on when it last fired.
+// are TF's own too. The caller hands TF's timer state back (adopt_timer)
+// after each of its Python calls, so both agree on when it last fired.
 class GlobalStepGatedHook : public Hook {
  public:
-  struct Outcome {
-    bool stop_requested = false;
-    std::optional<int64_t> timer_last_step;
-    double timer_last_time = 0;
-  };
-  using ActFn = std::function<Outcome(int64_t stale_step, std::optional<int64_t> last_step)>;
-  using LifecycleFn = std::function<Outcome(std::optional<int64_t> last_step)>;
+  // `act` returns whether TF's after_run requested stop.
+  using ActFn = std::function<bool(int64_t stale_step, std::optional<int64_t> last_step)>;
+  using LifecycleFn = std::function<void(std::optional<int64_t> last_step)>;
 
   GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer, int64_t steps_per_run,
                       bool track_stuck_step, std::optional<int64_t> last_step, ActFn act,
@@ -101,9 +97,13 @@ class GlobalStepGatedHook : public Hook {
   void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
   void end(const SessionRunner& session) override;
+  // Called by the caller after each Python call into the hook, even one that
+  // raised: TF's timer is the reference.
+  void adopt_timer(std::optional<int64_t> last_step, double last_time) {
+    timer_.set_state(last_step, last_time);
+  }
 
  private:
-  void adopt(const Outcome& outcome);
   PlanPtr read_step_;
   SecondOrStepTimer timer_;
   int64_t steps_per_run_;

@@ -624,3 +624,35 @@ def test_stop_at_step_last_step_after_restore(check):
       ['checkpoint', 'graph.pbtxt'] + sorted(
           'model.ckpt-%d.%s' % (s, ext) for s in (3, 5, 7, 8, 10)
           for ext in ('data-00000-of-00001', 'index', 'meta'))))
+
+
+def test_checkpoint_saver_listener_raising_keeps_the_save_schedule(check):
+  """TF moves the saver's timer before a listener raises; the native gate must
+  follow TF's timer, so later saves fall on the same steps."""
+
+  class RaisingOnce(v1.train.CheckpointSaverListener):
+
+    def __init__(self):
+      self.saves = []
+
+    def after_save(self, session, global_step_value):
+      self.saves.append(int(global_step_value))
+      if global_step_value == 4 and self.saves.count(4) == 1:
+        raise ValueError('listener failed at 4')
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      step = v1.train.get_or_create_global_step()
+      train = v1.assign_add(step, 1)
+      listener = RaisingOnce()
+      hook = v1.train.CheckpointSaverHook(str(workdir), save_steps=2, listeners=[listener])
+      errors = []
+      with impl.MonitoredSession(hooks=[hook]) as sess:
+        for _ in range(9):
+          try:
+            sess.run(train)
+          except ValueError as e:
+            errors.append(str(e))
+      return listener.saves, errors
+
+  check(scenario, expected=([0, 2, 4, 6, 8, 9], ['listener failed at 4']))

@@ -6,6 +6,8 @@ instance of exactly such a class reaches a fastmts monitored session, its
 per-step work runs in C++ instead of its Python methods; a subclass (which
 may override anything) runs through the Python dispatch unchanged.
 """
+import contextlib
+
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
@@ -30,6 +32,16 @@ StepCounterHook = _tf_hooks.StepCounterHook
 
 def _optional_float(value):
   return None if value is None else float(value)
+
+
+@contextlib.contextmanager
+def _timer_handed_back(native, timer):
+  """Runs TF's own hook code, then hands TF's timer state to the native mirror
+  of that timer: whether the code moved it or not, and even if it raised."""
+  try:
+    yield
+  finally:
+    native.adopt_timer(timer._last_triggered_step, timer._last_triggered_time or 0.0)  # pylint: disable=protected-access
 
 
 def _output(tensor):
@@ -103,11 +115,8 @@ class _NativeLoggingTensor:
 
     def log(iter_count, values):
       hook._iter_count = iter_count  # pylint: disable=protected-access
-      try:
+      with _timer_handed_back(self.native, timer):
         hook._log_tensors(plan.build(values))  # pylint: disable=protected-access
-      finally:
-        # _log_tensors (or whatever replaced it) moves TF's timer, or not.
-        self.native.adopt_timer(timer._last_triggered_step, timer._last_triggered_time or 0.0)  # pylint: disable=protected-access
 
     def on_end(iter_count):
       hook._iter_count = iter_count  # pylint: disable=protected-access
@@ -136,10 +145,6 @@ class _NativeGlobalStepGated:
     as_step = step.dtype.as_numpy_dtype
     track_stuck = type(hook) is _tf_hooks.StepCounterHook
 
-    def outcome(run_context=None):
-      return (run_context is not None and run_context.stop_requested,
-              timer._last_triggered_step, timer._last_triggered_time)  # pylint: disable=protected-access
-
     def restore_last_step(last_step):
       if track_stuck:
         hook._last_global_step = None if last_step is None else as_step(last_step)  # pylint: disable=protected-access
@@ -147,20 +152,21 @@ class _NativeGlobalStepGated:
     def act(stale_step, last_step):
       restore_last_step(last_step)
       run_context = SessionRunContext(original_args=SessionRunArgs(None), session=owner.tf_sess)
-      hook.after_run(run_context, SessionRunValues(
-          results=as_step(stale_step), options=config_pb2.RunOptions(),
-          run_metadata=config_pb2.RunMetadata()))
-      return outcome(run_context)
+      with _timer_handed_back(self.native, timer):
+        hook.after_run(run_context, SessionRunValues(
+            results=as_step(stale_step), options=config_pb2.RunOptions(),
+            run_metadata=config_pb2.RunMetadata()))
+      return run_context.stop_requested
 
     def after_create_session(last_step):
       del last_step
-      hook.after_create_session(owner.tf_sess, owner.coord)
-      return outcome()
+      with _timer_handed_back(self.native, timer):
+        hook.after_create_session(owner.tf_sess, owner.coord)
 
     def end(last_step):
       restore_last_step(last_step)
-      hook.end(owner.tf_sess)
-      return outcome()
+      with _timer_handed_back(self.native, timer):
+        hook.end(owner.tf_sess)
 
     last = getattr(hook, '_last_global_step', None) if track_stuck else None
     self.native = _native.GlobalStepGatedHook(

@@ -91,11 +91,10 @@ def _make_fetch_plan(graph, tf_session, fetches, fed_values=None):
 
 class _FeedConverter:
   """Converts one fed value as TF's Session.run does, with TF's errors."""
-  __slots__ = ('tensor', 'np_dtype', 'dims', 'feedable', 'key')
+  __slots__ = ('tensor', 'np_dtype', 'dims', 'feedable')
 
-  def __init__(self, graph, key, tensor):
+  def __init__(self, graph, tensor):
     self.tensor = tensor
-    self.key = key
     self.np_dtype = tensor.dtype.as_numpy_dtype
     shape = tensor.get_shape()
     self.dims = None if shape.rank is None else tuple(shape.as_list())
@@ -174,7 +173,7 @@ def _make_feed_plan(graph, subfeeds):
   outputs, dtypes, labels = [], [], []
   for key, subfeed in subfeeds:
     t = _resolve_feed_key(graph, subfeed)
-    converters.append(_FeedConverter(graph, key, t))
+    converters.append(_FeedConverter(graph, t))
     outputs.append(_output_of(t))
     dtypes.append(t.dtype.base_dtype.as_datatype_enum)
     labels.append(repr(key))
@@ -254,8 +253,6 @@ class PlanCache:
         subfeeds.append((feed, subfeed))
         subvalues.append((subfeed_val, feed, feed_val))
     plan = _make_feed_plan(self._graph, subfeeds)
-    for conv, (_, subfeed) in zip(plan.converters, subfeeds):
-      conv.key = subfeed
     values = [conv(v, k, orig) for conv, (v, k, orig) in
               zip(plan.converters, subvalues)]
     return plan, values

@@ -8,6 +8,7 @@ with the GIL held.
 from tensorflow.core.protobuf import config_pb2
 
 from fastmts import _native
+from fastmts import basic_session_run_hooks
 from fastmts import errors
 from fastmts import fetches as fetches_lib
 from fastmts.session_run_hook import SessionRunArgs
@@ -96,7 +97,6 @@ class HookedSession:
   """
 
   def __init__(self, hooks):
-    from fastmts import basic_session_run_hooks  # pylint: disable=g-import-not-at-top
     native_hooks = []
     self._accelerated = []  # stand-ins of stock hooks, synced after attach
     self._python_hooks = 0
