@@ -110,7 +110,8 @@ TensorPtr string_feed(const py::array& arr) {
     } else if (PyUnicode_Check(item.ptr())) {
       storage.emplace_back(py::str(item).cast<std::string>());  // UTF-8, as TF encodes
     } else {
-      throw py::type_error(std::string("Unsupported object type ") + Py_TYPE(item.ptr())->tp_name);
+      // TF's own conversion fails here with an INTERNAL status, not a TypeError.
+      throw TFError(TF_INTERNAL, std::string("Unsupported object type ") + Py_TYPE(item.ptr())->tp_name);
     }
   }
   std::vector<std::string_view> views(storage.begin(), storage.end());

@@ -352,6 +352,12 @@ def test_feed_errors(check, name, value, expected):
                  lambda t: {t[name].name: value}), expected=expected)
 
 
+def test_string_feed_of_a_non_string(check):
+  check(_run_one(_feed_graph, lambda t: t['sid'], lambda t: {t['s']: 1.5}),
+        expected=Raised(tf.errors.InternalError,
+                        'Graph execution error:\n\nUnsupported object type float'))
+
+
 def test_feed_tensor_that_may_not_be_fed(check):
 
   def scenario(impl, workdir):
