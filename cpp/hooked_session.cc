@@ -1,5 +1,6 @@
 #include "hooked_session.h"
 
+#include <chrono>
 #include <unordered_map>
 
 namespace fastmts {
@@ -90,6 +91,23 @@ class StepMerger {
   std::unordered_map<std::pair<TF_Operation*, int>, size_t, PairHash> index_;
 };
 
+// Times one call into `total` when tracking costs (null: not tracking).
+template <typename Fn>
+void timed(double* total, Fn&& fn) {
+  if (!total) return fn();
+  const auto start = std::chrono::steady_clock::now();
+  struct Add {  // also on throw: a raising hook's time counts
+    double* total;
+    std::chrono::steady_clock::time_point start;
+    ~Add() { *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  } add{total, start};
+  fn();
+}
+
+// TF's RunOptions.trace_level (field 1) set to FULL_TRACE (3), serialized:
+// appended to serialized options it overrides their trace level.
+constexpr char kFullTraceOption[] = "\x08\x03";
+
 std::vector<SharedTensor> pick(const std::vector<SharedTensor>& all,
                                const std::vector<size_t>& where) {
   std::vector<SharedTensor> out;
@@ -112,9 +130,34 @@ void HookedSession::end() {
   for (auto& hook : hooks_) hook->end(runner_);
 }
 
+void HookedSession::track_costs(bool on) {
+  if (!on) {
+    costs_.reset();
+    return;
+  }
+  costs_ = std::make_unique<HookCosts>();
+  costs_->before_run_seconds.assign(hooks_.size(), 0.0);
+  costs_->after_run_seconds.assign(hooks_.size(), 0.0);
+}
+
+int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& control,
+                                RunResult* last) {
+  int64_t done = 0;
+  while (!stop_requested() && !(control.coordinator && control.coordinator->should_stop()) &&
+         (control.max_steps < 0 || done < control.max_steps)) {
+    if (done && control.between_steps) control.between_steps();
+    void* user_data = control.begin_step ? control.begin_step() : nullptr;
+    *last = run(caller, false, user_data);
+    ++done;
+    if (control.end_step) control.end_step(user_data);
+  }
+  return done;
+}
+
 RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void* user_data) {
   if (stop_requested()) throw StoppedError("Run called even after should_stop requested.");
   StepContext ctx(runner_, user_data);
+  HookCosts* costs = costs_.get();
 
   // Hooks are asked in order; as in TF, a feed conflict stops the round at
   // the hook that causes it.
@@ -122,35 +165,49 @@ RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void*
   std::vector<std::vector<size_t>> hook_where(hooks_.size());
   std::unique_ptr<StepMerger> merger;  // only when some hook asks for anything
   const std::string* options = &caller.run_options;
+  bool full_trace = false;
   for (size_t i = 0; i < hooks_.size(); ++i) {
-    hooks_[i]->before_run(ctx, requests[i]);
+    timed(costs ? &costs->before_run_seconds[i] : nullptr,
+          [&] { hooks_[i]->before_run(ctx, requests[i]); });
     const RunRequest& r = requests[i];
-    if (!r.plan && !r.feed_plan && r.run_options.empty()) continue;
+    if (!r.plan && !r.feed_plan && r.run_options.empty() && !r.full_trace) continue;
     if (!merger) merger = std::make_unique<StepMerger>();
     if (r.plan) hook_where[i] = merger->add_plan(*r.plan);
     merger->add_feeds(r, "Same tensor is fed by two hooks.");
     if (!r.run_options.empty()) options = &r.run_options;
+    full_trace = full_trace || r.full_trace;
+  }
+  std::string traced_options;
+  if (full_trace) {
+    traced_options = *options + kFullTraceOption;
+    options = &traced_options;
   }
 
   RunResult merged;
   std::vector<size_t> caller_where;
-  if (!merger) {
-    // The common fast path: only the caller asks for anything.
-    merged = runner_.run(caller, want_metadata);
-  } else {
-    if (caller.plan) caller_where = merger->add_plan(*caller.plan);
-    merger->add_feeds(caller, "Same tensor is fed by a SessionRunHook and user.");
-    runner_.run(merger->feed_keys, merger->feed_values, merger->fetches, merger->targets,
-                *options, want_metadata || !options->empty(), &merged);
-  }
+  timed(costs ? &costs->run_seconds : nullptr, [&] {
+    if (!merger) {
+      // The common fast path: only the caller asks for anything.
+      merged = runner_.run(caller, want_metadata);
+    } else {
+      if (caller.plan) caller_where = merger->add_plan(*caller.plan);
+      merger->add_feeds(caller, "Same tensor is fed by a SessionRunHook and user.");
+      runner_.run(merger->feed_keys, merger->feed_values, merger->fetches, merger->targets,
+                  *options, want_metadata || !options->empty(), &merged);
+    }
+  });
+  ++steps_run_;
+  if (costs) ++costs->steps;
 
   for (size_t i = 0; i < hooks_.size(); ++i) {
-    if (requests[i].plan) {
-      std::vector<SharedTensor> mine = pick(merged.outputs, hook_where[i]);
-      hooks_[i]->after_run(ctx, &mine, merged.run_metadata);
-    } else {
-      hooks_[i]->after_run(ctx, nullptr, merged.run_metadata);
-    }
+    timed(costs ? &costs->after_run_seconds[i] : nullptr, [&] {
+      if (requests[i].plan) {
+        std::vector<SharedTensor> mine = pick(merged.outputs, hook_where[i]);
+        hooks_[i]->after_run(ctx, &mine, merged.run_metadata);
+      } else {
+        hooks_[i]->after_run(ctx, nullptr, merged.run_metadata);
+      }
+    });
   }
   if (ctx.stop_requested()) request_stop();
 

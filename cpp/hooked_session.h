@@ -6,11 +6,13 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "coordinator.h"
 #include "run_plan.h"
 
 namespace fastmts {
@@ -62,6 +64,26 @@ class Hook {
 };
 using HookPtr = std::shared_ptr<Hook>;
 
+// Where the time of the steps went, when cost tracking is on: totals since
+// it was turned on, one entry per hook in dispatch order.
+struct HookCosts {
+  int64_t steps = 0;
+  double run_seconds = 0;  // in TF_SessionRun
+  std::vector<double> before_run_seconds, after_run_seconds;
+};
+
+// How a multi-step loop (HookedSession::run_loop) is driven.
+struct LoopControl {
+  int64_t max_steps = -1;                    // < 0: no bound
+  const Coordinator* coordinator = nullptr;  // the loop ends when it stops
+  // Per-step data for the hooks (StepContext::user_data) and its release,
+  // which may also request stop; both may be empty.
+  std::function<void*()> begin_step;
+  std::function<void(void*)> end_step;
+  // Runs between steps; throws to end the loop (e.g. on a pending signal).
+  std::function<void()> between_steps;
+};
+
 class HookedSession {
  public:
   explicit HookedSession(std::vector<HookPtr> hooks) : hooks_(std::move(hooks)) {}
@@ -78,6 +100,18 @@ class HookedSession {
   RunResult run(const RunRequest& caller, bool want_metadata, void* user_data);
   void end();
 
+  // Steps until a hook requests stop, the coordinator stops, max_steps
+  // steps ran, or an error (thrown as by run). Returns the number of steps
+  // run by this call; `last` gets the last step's result.
+  int64_t run_loop(const RunRequest& caller, const LoopControl& control, RunResult* last);
+
+  // Steps run since construction, failed ones excluded (recovery counts the
+  // steps a loop still owes with it).
+  int64_t steps_run() const { return steps_run_; }
+
+  void track_costs(bool on);
+  const HookCosts* costs() const { return costs_.get(); }
+
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
   // For a stop decided outside the hooks' after_run (e.g. Python hooks that
   // share one run context, read once per step).
@@ -88,6 +122,8 @@ class HookedSession {
   std::vector<HookPtr> hooks_;
   SessionRunner runner_{nullptr};
   std::atomic<bool> stop_requested_{false};
+  int64_t steps_run_ = 0;
+  std::unique_ptr<HookCosts> costs_;  // null unless tracking
 };
 
 }  // namespace fastmts

@@ -10,12 +10,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "callback_hooks.h"
+#include "coordinator.h"
 #include "hooked_session.h"
 #include "native_hooks.h"
 #include "run_plan.h"
 #include "tensor_convert.h"
 #include "tf_status.h"
 #include "tf_typeids.h"
+#include "timers.h"
 
 namespace py = pybind11;
 using namespace fastmts;
@@ -231,6 +234,13 @@ std::shared_ptr<FeedPlan> make_feed_plan(const std::vector<std::pair<py::object,
   return plan;
 }
 
+// Python hooks share one run context per step: its stop request is read once.
+void take_python_stop_request(HookedSession& session, py::handle step_state) {
+  if (!step_state.is_none() &&
+      step_state.attr("run_context").attr("stop_requested").cast<bool>())
+    session.request_stop();
+}
+
 py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan,
                    py::handle feed_values, py::handle run_options, bool want_metadata,
                    py::object step_state) {
@@ -238,19 +248,195 @@ py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan
   RunRequest caller = request_from_python(plan, feed_plan, feed_values, run_options);
   // The GIL stays held for the hooks; the core gives it up around TF calls.
   RunResult result = session.run(caller, want_metadata, &step_state);
-  // Python hooks share one run context: its stop request is read once.
-  if (!step_state.is_none() &&
-      step_state.attr("run_context").attr("stop_requested").cast<bool>())
-    session.request_stop();
+  take_python_stop_request(session, step_state);
   py::object metadata = result.run_metadata.empty() ? py::object(py::none())
                                                     : py::object(py::bytes(result.run_metadata));
   return py::make_tuple(outputs_to_python(result.outputs), metadata);
 }
 
-// The speed floor for benchmarks: `steps` bare TF_SessionRun calls in C++.
+// Steps in C++ until stop, max_steps or an error. `make_state` (None when
+// there are no Python hooks) makes each step's state for the Python hooks.
+// A pending signal (Ctrl-C) ends the loop between steps with its exception.
+// Returns the last step's outputs, or None when no step ran.
+py::object run_loop(HookedSession& session, py::handle plan, py::handle feed_plan,
+                    py::handle feed_values, int64_t max_steps, const Coordinator* coordinator,
+                    py::object make_state) {
+  if (!session.attached()) throw std::logic_error("fastmts: run on a detached session");
+  RunRequest caller = request_from_python(plan, feed_plan, feed_values, py::none());
+  LoopControl control;
+  control.max_steps = max_steps;
+  control.coordinator = coordinator;
+  py::object state = py::none();
+  if (!make_state.is_none()) {
+    control.begin_step = [&]() -> void* {
+      state = make_state();
+      return &state;
+    };
+    control.end_step = [&](void*) { take_python_stop_request(session, state); };
+  }
+  control.between_steps = [] {
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  };
+  RunResult last;
+  if (session.run_loop(caller, control, &last) == 0) return py::none();
+  return outputs_to_python(last.outputs);
+}
+
+// ---- The common step without Python ---------------------------------------
+
+py::handle status_error_type;  // fastmts._native.StatusError (never freed), set at import
+
+// `MonitoredSession.run(fetches)` with no feeds, options or metadata, where
+// `fetches` is a Tensor or Operation, or a flat list or tuple of them, and
+// all hooks are native: the plan is found by the leaves' identity and the
+// step runs and its results are built here, so no Python runs. Anything else
+// goes to `slow` (the Python path, same arguments), a structure not seen
+// before to `describe` first, and every failure to `failed(error, fetches)`,
+// which raises or retries as the session's wrappers do.
+class FastRun {
+ public:
+  FastRun(py::object hooked, py::tuple leaf_types, py::object describe, py::object slow,
+          py::object failed)
+      : hooked_owner_(std::move(hooked)),
+        session_(hooked_owner_.cast<HookedSession*>()),
+        leaf_types_(std::move(leaf_types)),
+        describe_(std::move(describe)),
+        slow_(std::move(slow)),
+        failed_(std::move(failed)) {}
+
+  py::object call(py::handle fetches, py::handle feed_dict, py::handle options,
+                  py::handle run_metadata) {
+    if (!feed_dict.is_none() || !options.is_none() || !run_metadata.is_none() ||
+        !session_->attached())
+      return slow_(fetches, feed_dict, options, run_metadata);
+    Kind kind;
+    std::vector<PyObject*> leaves;
+    if (!leaves_of(fetches, &kind, &leaves)) return slow_(fetches, feed_dict, options, run_metadata);
+    const Entry* entry = find(kind, leaves);
+    if (!entry) entry = add(fetches, kind, leaves);
+    if (!entry || !entry->fast) return slow_(fetches, feed_dict, options, run_metadata);
+    RunResult result;
+    try {
+      result = session_->run(entry->request, false, nullptr);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_Exception)) throw;  // KeyboardInterrupt and the like
+      return failed_(e.value(), fetches);
+    } catch (const TFError& e) {
+      return failed_(status_error_type(e.code(), py::str(e.what())), fetches);
+    } catch (const std::runtime_error& e) {  // feed conflicts, run after stop
+      return failed_(py::reinterpret_steal<py::object>(
+                         PyObject_CallFunction(PyExc_RuntimeError, "s", e.what())),
+                     fetches);
+    }
+    return build(*entry, result.outputs);
+  }
+
+ private:
+  enum Kind { kLeaf = 0, kList = 1, kTuple = 2 };
+  struct Entry {
+    bool fast;  // false: seen, and not for this path
+    Kind kind;
+    std::vector<py::object> leaves;  // held, so their ids stay theirs
+    std::vector<int> layout;         // leaf -> output index, -1 for an op
+    RunRequest request;
+  };
+  static constexpr size_t kMaxEntries = 32;
+
+  // The leaves of an eligible structure; false when it is not one.
+  bool leaves_of(py::handle fetches, Kind* kind, std::vector<PyObject*>* out) {
+    PyObject* f = fetches.ptr();
+    if (PyList_CheckExact(f)) {
+      *kind = kList;
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(f); ++i) out->push_back(PyList_GET_ITEM(f, i));
+    } else if (PyTuple_CheckExact(f)) {
+      *kind = kTuple;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(f); ++i) out->push_back(PyTuple_GET_ITEM(f, i));
+    } else {
+      *kind = kLeaf;
+      out->push_back(f);
+    }
+    for (PyObject* leaf : *out)
+      if (!is_leaf_type(Py_TYPE(leaf))) return false;
+    return true;
+  }
+
+  // isinstance(leaf, leaf_types), remembered per exact type: TF's leaf
+  // classes are ABCs, whose isinstance check runs Python.
+  bool is_leaf_type(PyTypeObject* type) {
+    for (const auto& [known, is_leaf] : leaf_type_cache_)
+      if (known.ptr() == reinterpret_cast<PyObject*>(type)) return is_leaf;
+    const int is_leaf = PyObject_IsSubclass(reinterpret_cast<PyObject*>(type), leaf_types_.ptr());
+    if (is_leaf < 0) throw py::error_already_set();
+    leaf_type_cache_.emplace_back(py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(type)),
+                                  is_leaf != 0);
+    return is_leaf != 0;
+  }
+
+  const Entry* find(Kind kind, const std::vector<PyObject*>& leaves) const {
+    for (const Entry& e : entries_) {
+      if (e.kind != kind || e.leaves.size() != leaves.size()) continue;
+      size_t i = 0;
+      while (i < leaves.size() && e.leaves[i].ptr() == leaves[i]) ++i;
+      if (i == leaves.size()) return &e;
+    }
+    return nullptr;
+  }
+
+  // describe(fetches) -> None, or (RunPlan, layout) when its results are
+  // each leaf's value alone or in the list or tuple. A structure that
+  // cannot be resolved (TF raises) goes to the slow path, which raises.
+  const Entry* add(py::handle fetches, Kind kind, const std::vector<PyObject*>& leaves) {
+    py::object d;
+    try {
+      d = describe_(fetches);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_Exception)) throw;
+      return nullptr;
+    }
+    Entry e;
+    e.kind = kind;
+    for (PyObject* leaf : leaves) e.leaves.push_back(py::reinterpret_borrow<py::object>(leaf));
+    e.fast = !d.is_none();
+    if (e.fast) {
+      py::tuple t = d;
+      e.request.plan = t[0].cast<std::shared_ptr<RunPlan>>();
+      e.layout = t[1].cast<std::vector<int>>();
+      if (e.layout.size() != leaves.size()) throw std::logic_error("fastmts: bad fetch layout");
+    }
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    entries_.push_back(std::move(e));
+    return &entries_.back();
+  }
+
+  static py::object build(const Entry& e, const std::vector<SharedTensor>& outputs) {
+    auto value = [&](size_t i) -> py::object {
+      return e.layout[i] < 0 ? py::object(py::none()) : to_python(outputs.at(e.layout[i]));
+    };
+    if (e.kind == kLeaf) return value(0);
+    const size_t n = e.layout.size();
+    if (e.kind == kList) {
+      py::list out(n);
+      for (size_t i = 0; i < n; ++i) out[i] = value(i);
+      return std::move(out);
+    }
+    py::tuple out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = value(i);
+    return std::move(out);
+  }
+
+  py::object hooked_owner_;  // keeps session_ alive
+  HookedSession* session_;
+  py::tuple leaf_types_;  // what a fetched leaf may be (Tensor, Operation, Variable)
+  std::vector<std::pair<py::object, bool>> leaf_type_cache_;
+  py::object describe_, slow_, failed_;
+  std::vector<Entry> entries_;
+};
+
 py::object optional_step(std::optional<int64_t> step) {
   return step ? py::object(py::int_(*step)) : py::object(py::none());
 }
+
+// The speed floor for benchmarks: `steps` bare TF_SessionRun calls in C++.
 
 double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, int64_t steps) {
   SessionRunner runner(session_pointer(tf_session));
@@ -281,6 +467,8 @@ PYBIND11_MODULE(_native, m) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     }
   });
+
+  status_error_type = *status_error;
 
   m.def("register_numpy_dtype", [](int tf_enum, py::object np_dtype) {
     numpy_dtypes()[tf_enum] = std::move(np_dtype);
@@ -355,6 +543,59 @@ PYBIND11_MODULE(_native, m) {
       .def("adopt_timer", &GlobalStepGatedHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));
 
+  py::class_<StepScheduledHook, Hook, std::shared_ptr<StepScheduledHook>>(m, "StepScheduledHook")
+      .def(py::init([](py::object c_op, int index, std::optional<double> every_secs,
+                       std::optional<double> every_steps, bool act_on_first_step,
+                       bool full_trace, py::function act, py::function end) {
+             return std::make_shared<StepScheduledHook>(
+                 TF_Output{operation_pointer(c_op), index},
+                 SecondOrStepTimer(every_secs, every_steps), act_on_first_step, full_trace,
+                 [act](int64_t stale, std::optional<int64_t> next, bool requested,
+                       const std::vector<SharedTensor>* extra, const std::string& metadata) {
+                   py::object next_step =
+                       act(stale, optional_step(next), requested,
+                           extra ? py::object(outputs_to_python(*extra)) : py::object(py::none()),
+                           metadata.empty() ? py::object(py::none())
+                                            : py::object(py::bytes(metadata)));
+                   return next_step.is_none() ? std::optional<int64_t>()
+                                              : std::optional<int64_t>(next_step.cast<int64_t>());
+                 },
+                 [end]() { end(); });
+           }),
+           py::arg("global_step_op"), py::arg("global_step_index"), py::arg("every_secs"),
+           py::arg("every_steps"), py::arg("act_on_first_step"), py::arg("full_trace"),
+           py::arg("act"), py::arg("end"))
+      .def("set_extra", &StepScheduledHook::set_extra, py::arg("plan"))
+      .def("adopt_timer", &StepScheduledHook::adopt_timer, py::arg("last_step"),
+           py::arg("last_time"));
+  py::class_<EndOnlyHook, Hook, std::shared_ptr<EndOnlyHook>>(m, "EndOnlyHook")
+      .def(py::init([](py::function end) {
+             return std::make_shared<EndOnlyHook>([end]() { end(); });
+           }),
+           py::arg("end"));
+  py::class_<FeedFnHook, Hook, std::shared_ptr<FeedFnHook>>(m, "FeedFnHook")
+      .def(py::init([](py::function feeds) {
+             // feeds() -> (FeedPlan, converted values)
+             return std::make_shared<FeedFnHook>([feeds](RunRequest& request) {
+               py::tuple t = feeds();
+               request = request_from_python(py::none(), t[0], t[1], py::none());
+             });
+           }),
+           py::arg("feeds"));
+  py::class_<GlobalStepWaiterHook, Hook, std::shared_ptr<GlobalStepWaiterHook>>(
+      m, "GlobalStepWaiterHook")
+      .def(py::init([](py::function wait) {
+             return std::make_shared<GlobalStepWaiterHook>(
+                 [wait]() { return wait().cast<bool>(); });
+           }),
+           py::arg("wait"));
+
+  py::class_<Coordinator>(m, "Coordinator")
+      .def(py::init<>())
+      .def("request_stop", &Coordinator::request_stop)
+      .def("clear_stop", &Coordinator::clear_stop)
+      .def("should_stop", &Coordinator::should_stop);
+
   py::class_<HookedSession>(m, "HookedSession")
       .def(py::init<std::vector<HookPtr>>(), py::arg("hooks"))
       .def("attach",
@@ -365,7 +606,35 @@ PYBIND11_MODULE(_native, m) {
       .def("end", &HookedSession::end)
       .def_property_readonly("stop_requested", &HookedSession::stop_requested)
       .def("run", &run_step, py::arg("plan"), py::arg("feed_plan"), py::arg("feed_values"),
-           py::arg("run_options"), py::arg("want_metadata"), py::arg("step_state"));
+           py::arg("run_options"), py::arg("want_metadata"), py::arg("step_state"))
+      .def("run_loop", &run_loop, py::arg("plan"), py::arg("feed_plan"),
+           py::arg("feed_values"), py::arg("max_steps"), py::arg("coordinator"),
+           py::arg("make_state"))
+      .def_property_readonly("steps_run", &HookedSession::steps_run)
+      .def("track_costs", &HookedSession::track_costs, py::arg("on"))
+      .def("costs", [](const HookedSession& s) -> py::object {
+        const HookCosts* c = s.costs();
+        if (!c) return py::none();
+        return py::make_tuple(c->steps, c->run_seconds, c->before_run_seconds,
+                              c->after_run_seconds);
+      });
+
+  py::class_<FastRun>(m, "FastRun")
+      .def(py::init<py::object, py::tuple, py::object, py::object, py::object>(),
+           py::arg("hooked"), py::arg("leaf_types"), py::arg("describe"), py::arg("slow"),
+           py::arg("failed"))
+      .def("__call__", &FastRun::call, py::arg("fetches"), py::arg("feed_dict") = py::none(),
+           py::arg("options") = py::none(), py::arg("run_metadata") = py::none());
+
+  // Tests drive secs-based triggers with a controlled clock: with this on,
+  // native timers read Python's time.time() (as patched) instead of the OS.
+  m.def("use_python_time", [](bool on) {
+    if (!on) return set_wall_clock(nullptr);
+    set_wall_clock([] {
+      py::gil_scoped_acquire gil;
+      return py::module_::import("time").attr("time")().cast<double>();
+    });
+  }, py::arg("on"));
 
   m.def("floor_loop", &floor_loop, py::arg("tf_session"), py::arg("plan"), py::arg("steps"));
 }

@@ -119,7 +119,11 @@ void GlobalStepGatedHook::before_run(StepContext&, RunRequest& request) {
 void GlobalStepGatedHook::after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
                                     const std::string&) {
   const int64_t stale = scalar_as_int64(outputs->at(0).get());
-  const bool stuck = track_stuck_step_ && last_step_ && *last_step_ == stale;
+  // TF warns about a stuck step with log_first_n(..., 5): once this hook
+  // has reported 5, TF's counter is past 5 and its after_run would not log.
+  const bool stuck = track_stuck_step_ && last_step_ && *last_step_ == stale &&
+                     stuck_reports_ < kStuckReports;
+  if (stuck) ++stuck_reports_;
   if (stuck || timer_.should_trigger_for_step(stale + steps_per_run_)) {
     if (act_(stale, last_step_)) ctx.request_stop();
   }
@@ -127,5 +131,45 @@ void GlobalStepGatedHook::after_run(StepContext& ctx, const std::vector<SharedTe
 }
 
 void GlobalStepGatedHook::end(const SessionRunner&) { end_(last_step_); }
+
+StepScheduledHook::StepScheduledHook(TF_Output global_step, SecondOrStepTimer timer,
+                                     bool act_on_first_step, bool full_trace, ActFn act,
+                                     std::function<void()> on_end)
+    : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
+      read_step_and_extra_(read_step_),
+      timer_(timer),
+      act_on_first_step_(act_on_first_step),
+      full_trace_(full_trace),
+      act_(std::move(act)),
+      on_end_(std::move(on_end)) {}
+
+void StepScheduledHook::set_extra(PlanPtr extra) {
+  if (!extra) {
+    read_step_and_extra_ = read_step_;
+    return;
+  }
+  auto both = std::make_shared<RunPlan>(*read_step_);
+  both->fetches.insert(both->fetches.end(), extra->fetches.begin(), extra->fetches.end());
+  both->targets = extra->targets;
+  read_step_and_extra_ = std::move(both);
+}
+
+void StepScheduledHook::before_run(StepContext&, RunRequest& request) {
+  requested_ = next_step_ ? timer_.should_trigger_for_step(*next_step_) : act_on_first_step_;
+  request.plan = requested_ ? read_step_and_extra_ : read_step_;
+  request.full_trace = requested_ && full_trace_;
+}
+
+void StepScheduledHook::after_run(StepContext&, const std::vector<SharedTensor>* outputs,
+                                  const std::string& run_metadata) {
+  const int64_t stale = scalar_as_int64(outputs->at(0).get());
+  if (next_step_ && !requested_) {
+    next_step_ = stale + 2;  // as TF: the step after this one's (stale + 1)
+    return;
+  }
+  std::vector<SharedTensor> extra;
+  if (requested_) extra.assign(outputs->begin() + 1, outputs->end());
+  next_step_ = act_(stale, next_step_, requested_, requested_ ? &extra : nullptr, run_metadata);
+}
 
 }  // namespace fastmts

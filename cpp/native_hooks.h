@@ -109,8 +109,49 @@ class GlobalStepGatedHook : public Hook {
   int64_t steps_per_run_;
   bool track_stuck_step_;
   std::optional<int64_t> last_step_;  // StepCounterHook's _last_global_step
+  static constexpr int kStuckReports = 5;
+  int stuck_reports_ = 0;
   ActFn act_;
   LifecycleFn after_create_session_, end_;
+};
+
+// The schedule of TF's SummarySaverHook and ProfilerHook: both fetch the
+// global step every step, remember the step they expect next, and decide in
+// before_run whether to act on this step (their timer fires for the expected
+// step; SummarySaverHook also acts on its first step). On those steps the
+// hook also fetches `extra` (the summaries) or asks for a full trace
+// (the profile), and `act` -- TF's own after_run on the hook object -- runs
+// and returns the step it expects next. On the first step `act` runs too (TF
+// starts the summary log or the timer there). Every other step is native.
+// `on_end` is TF's own end (SummarySaverHook flushes its writer).
+class StepScheduledHook : public Hook {
+ public:
+  using ActFn = std::function<std::optional<int64_t>(
+      int64_t stale_step, std::optional<int64_t> next_step, bool requested,
+      const std::vector<SharedTensor>* extra, const std::string& run_metadata)>;
+
+  StepScheduledHook(TF_Output global_step, SecondOrStepTimer timer, bool act_on_first_step,
+                    bool full_trace, ActFn act, std::function<void()> on_end);
+  // The summaries to fetch when acting (resolved after session creation,
+  // when the Scaffold has its summary op); null for none.
+  void set_extra(PlanPtr extra);
+  void before_run(StepContext& ctx, RunRequest& request) override;
+  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+                 const std::string& run_metadata) override;
+  void end(const SessionRunner&) override { on_end_(); }
+  void adopt_timer(std::optional<int64_t> last_step, double last_time) {
+    timer_.set_state(last_step, last_time);
+  }
+
+ private:
+  PlanPtr read_step_, read_step_and_extra_;
+  SecondOrStepTimer timer_;
+  bool act_on_first_step_;
+  bool full_trace_;
+  ActFn act_;
+  std::function<void()> on_end_;
+  std::optional<int64_t> next_step_;
+  bool requested_ = false;
 };
 
 // True when a float scalar (half, float, double, bfloat16) is NaN.

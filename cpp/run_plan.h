@@ -37,6 +37,10 @@ struct RunRequest {
   // field by field by the caller of run, so a non-empty value from a later
   // party replaces an earlier one.
   std::string run_options;
+  // A native hook asking for a FULL_TRACE of this step (ProfilerHook). TF
+  // merges trace levels by maximum and FULL_TRACE is the highest, so this
+  // always wins over the merged options' level.
+  bool full_trace = false;
 };
 
 struct RunResult {

@@ -4,7 +4,17 @@
 
 namespace fastmts {
 
+namespace {
+std::function<double()>& wall_clock() {
+  static auto* clock = new std::function<double()>();
+  return *clock;
+}
+}  // namespace
+
+void set_wall_clock(std::function<double()> clock) { wall_clock() = std::move(clock); }
+
 double wall_time_seconds() {
+  if (wall_clock()) return wall_clock()();
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }

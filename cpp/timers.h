@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 namespace fastmts {
@@ -36,5 +37,10 @@ class SecondOrStepTimer {
 };
 
 double wall_time_seconds();  // time.time()
+
+// Replaces the wall clock of every timer (tests drive secs-based triggers
+// with a controlled clock); an empty function restores the system clock.
+// Not thread-safe: set it while no session is running.
+void set_wall_clock(std::function<double()> clock);
 
 }  // namespace fastmts

@@ -29,7 +29,21 @@ def _register_dtypes():
 _register_dtypes()
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from fastmts.basic_session_run_hooks import CheckpointSaverHook
+from fastmts.basic_session_run_hooks import CheckpointSaverListener
+from fastmts.basic_session_run_hooks import FeedFnHook
+from fastmts.basic_session_run_hooks import FinalOpsHook
+from fastmts.basic_session_run_hooks import GlobalStepWaiterHook
+from fastmts.basic_session_run_hooks import LoggingTensorHook
+from fastmts.basic_session_run_hooks import NanLossDuringTrainingError
+from fastmts.basic_session_run_hooks import NanTensorHook
+from fastmts.basic_session_run_hooks import ProfilerHook
+from fastmts.basic_session_run_hooks import SecondOrStepTimer
+from fastmts.basic_session_run_hooks import StepCounterHook
 from fastmts.basic_session_run_hooks import StopAtStepHook
+from fastmts.basic_session_run_hooks import SummarySaverHook
+from fastmts.coordinator import Coordinator
+from fastmts.hook_costs import report_hook_costs
 from fastmts.monitored_session import MonitoredSession
 from fastmts.monitored_session import MonitoredTrainingSession
 from fastmts.monitored_session import SingularMonitoredSession
@@ -43,12 +57,18 @@ from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunHook
 from fastmts.session_run_hook import SessionRunValues
 from fastmts.benchmarking import native_floor_loop
+from fastmts.patching import is_patched
+from fastmts.patching import patch
+from fastmts.patching import unpatch
 
 __version__ = '0.1.0'
 
 __all__ = [
     'MonitoredTrainingSession', 'MonitoredSession', 'SingularMonitoredSession', 'Scaffold',
     'SessionCreator', 'ChiefSessionCreator', 'WorkerSessionCreator', 'SessionRunHook',
-    'SessionRunArgs', 'SessionRunContext', 'SessionRunValues', 'StopAtStepHook',
-    'USE_DEFAULT', 'native_floor_loop',
+    'SessionRunArgs', 'SessionRunContext', 'SessionRunValues', 'Coordinator',
+    'StopAtStepHook', 'NanTensorHook', 'NanLossDuringTrainingError', 'LoggingTensorHook',
+    'CheckpointSaverHook', 'CheckpointSaverListener', 'StepCounterHook', 'SummarySaverHook',
+    'GlobalStepWaiterHook', 'FinalOpsHook', 'FeedFnHook', 'ProfilerHook', 'SecondOrStepTimer',
+    'USE_DEFAULT', 'native_floor_loop', 'patch', 'unpatch', 'is_patched', 'report_hook_costs',
 ]

@@ -27,7 +27,18 @@ LoggingTensorHook = _tf_hooks.LoggingTensorHook
 NanLossDuringTrainingError = _tf_hooks.NanLossDuringTrainingError
 SecondOrStepTimer = _tf_hooks.SecondOrStepTimer
 CheckpointSaverHook = _tf_hooks.CheckpointSaverHook
+CheckpointSaverListener = _tf_hooks.CheckpointSaverListener
 StepCounterHook = _tf_hooks.StepCounterHook
+SummarySaverHook = _tf_hooks.SummarySaverHook
+GlobalStepWaiterHook = _tf_hooks.GlobalStepWaiterHook
+FinalOpsHook = _tf_hooks.FinalOpsHook
+FeedFnHook = _tf_hooks.FeedFnHook
+ProfilerHook = _tf_hooks.ProfilerHook
+
+# The stock hooks fastmts runs natively (an instance of exactly one of these).
+NATIVE_HOOK_CLASSES = (StopAtStepHook, NanTensorHook, LoggingTensorHook, CheckpointSaverHook,
+                       StepCounterHook, SummarySaverHook, GlobalStepWaiterHook, FinalOpsHook,
+                       FeedFnHook, ProfilerHook)
 
 
 def _optional_float(value):
@@ -182,6 +193,114 @@ class _NativeGlobalStepGated:
             step is not None and step.dtype.base_dtype.is_integer)
 
 
+class _NativeStepScheduled:
+  """SummarySaverHook and ProfilerHook: the global step is fetched and the
+  schedule kept natively; on the steps where TF's hook acts (and its first
+  step) the summaries or the full trace are fetched and TF's own after_run
+  writes them, so event files, timelines and log lines are TF's."""
+
+  def __init__(self, hook, owner):
+    self._hook = hook
+    self._owner = owner
+    timer = hook._timer  # pylint: disable=protected-access
+    step = hook._global_step_tensor  # pylint: disable=protected-access
+    as_step = step.dtype.as_numpy_dtype
+    self._is_summary = type(hook) is _tf_hooks.SummarySaverHook
+    self._summary_plan = None
+
+    def act(stale_step, next_step, requested, extra, run_metadata):
+      hook._next_step = None if next_step is None else as_step(next_step)  # pylint: disable=protected-access
+      hook._request_summary = requested  # pylint: disable=protected-access
+      results = {'global_step': as_step(stale_step)}
+      if extra is not None and self._summary_plan is not None:
+        results['summary'] = self._summary_plan.build(extra)
+      metadata = config_pb2.RunMetadata()
+      if run_metadata is not None:
+        metadata.ParseFromString(run_metadata)
+      options = config_pb2.RunOptions()
+      if requested and not self._is_summary:
+        options.trace_level = config_pb2.RunOptions.FULL_TRACE
+      run_context = SessionRunContext(original_args=SessionRunArgs(None), session=owner.tf_sess)
+      with _timer_handed_back(self.native, timer):
+        hook.after_run(run_context, SessionRunValues(results=results, options=options,
+                                                     run_metadata=metadata))
+      next_step = hook._next_step  # pylint: disable=protected-access
+      return None if next_step is None else int(next_step)
+
+    self.native = _native.StepScheduledHook(
+        *_output(step), _optional_float(timer._every_secs),  # pylint: disable=protected-access
+        _optional_float(timer._every_steps), self._is_summary, not self._is_summary, act,  # pylint: disable=protected-access
+        lambda: hook.end(owner.tf_sess))
+
+  def after_attach(self):
+    # The Scaffold's summary op exists once the session is created.
+    if self._is_summary:
+      summary_op = self._hook._get_summary_op()  # pylint: disable=protected-access
+      self._summary_plan = None if summary_op is None else self._owner.plans.fetch_plan(summary_op)
+      self.native.set_extra(None if summary_op is None else self._summary_plan.native)
+
+  @staticmethod
+  def accepts(hook):
+    step = getattr(hook, '_global_step_tensor', None)
+    if (type(getattr(hook, '_timer', None)) is not _tf_hooks.SecondOrStepTimer or
+        step is None or not step.dtype.base_dtype.is_integer):
+      return False
+    # Without a writer TF's SummarySaverHook fetches summaries every step and
+    # drops them; rare enough to leave to Python.
+    return type(hook) is not _tf_hooks.SummarySaverHook or bool(hook._summary_writer)  # pylint: disable=protected-access
+
+
+class _NativeFinalOps:
+  """FinalOpsHook has no per-step work; TF's own end() runs the final ops,
+  so final_ops_values is set on the user's hook object."""
+
+  def __init__(self, hook, owner):
+    self.native = _native.EndOnlyHook(lambda: hook.end(owner.tf_sess))
+
+  @staticmethod
+  def accepts(hook):
+    del hook
+    return True
+
+
+class _NativeFeedFn:
+  """FeedFnHook: the user's feed_fn (read from the hook each step, as TF
+  does) is called natively before each step and its feeds merged natively."""
+
+  def __init__(self, hook, owner):
+
+    def feeds():
+      plan, values = owner.plans.feeds(hook.feed_fn())
+      return plan.native, values
+
+    self.native = _native.FeedFnHook(feeds)
+
+  @staticmethod
+  def accepts(hook):
+    del hook
+    return True
+
+
+class _NativeGlobalStepWaiter:
+  """GlobalStepWaiterHook: TF's own before_run (which polls the global step
+  and logs) runs until the worker has started; then nothing runs."""
+
+  def __init__(self, hook, owner):
+
+    def wait():
+      if not hook._worker_is_started:  # pylint: disable=protected-access
+        hook.before_run(SessionRunContext(original_args=SessionRunArgs(None),
+                                          session=owner.tf_sess))
+      return bool(hook._worker_is_started)  # pylint: disable=protected-access
+
+    self.native = _native.GlobalStepWaiterHook(wait)
+
+  @staticmethod
+  def accepts(hook):
+    del hook
+    return True
+
+
 # Exact classes only: a subclass may override anything and runs in Python.
 _NATIVE_OF_CLASS = {
     _tf_hooks.StopAtStepHook: _NativeStopAtStep,
@@ -189,7 +308,13 @@ _NATIVE_OF_CLASS = {
     _tf_hooks.LoggingTensorHook: _NativeLoggingTensor,
     _tf_hooks.CheckpointSaverHook: _NativeGlobalStepGated,
     _tf_hooks.StepCounterHook: _NativeGlobalStepGated,
+    _tf_hooks.SummarySaverHook: _NativeStepScheduled,
+    _tf_hooks.ProfilerHook: _NativeStepScheduled,
+    _tf_hooks.FinalOpsHook: _NativeFinalOps,
+    _tf_hooks.FeedFnHook: _NativeFeedFn,
+    _tf_hooks.GlobalStepWaiterHook: _NativeGlobalStepWaiter,
 }
+assert set(_NATIVE_OF_CLASS) == set(NATIVE_HOOK_CLASSES)
 
 def native_hook_of(hook, owner):
   """The native stand-in of a begun stock hook, or None to run it in Python.

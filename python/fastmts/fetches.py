@@ -23,6 +23,7 @@ from fastmts import _native
 _MAX_CACHED_PLANS = 512
 
 _LEAF_BASES = (tensor_lib.Tensor, ops.Operation, variables.Variable)
+LEAF_TYPES = _LEAF_BASES  # what the native fast path takes as a fetched leaf
 _is_leaf_type = {}
 
 
@@ -202,6 +203,27 @@ class PlanCache:
         self._fetch_plans.clear()
       self._fetch_plans[key] = plan
     return plan
+
+  def fast_layout(self, fetches):
+    """(RunPlan, layout) when the results of `fetches` (a leaf, or a flat
+    list or tuple of leaves) are each leaf's fetched value, or None for an
+    operation: layout[i] is leaf i's index among the plan's fetches, or -1.
+    None when the results need TF's own building (e.g. session handles)."""
+    leaves = fetches if type(fetches) in (list, tuple) else [fetches]
+    handler = _tf_session._FetchHandler(self._graph, fetches, {})  # pylint: disable=protected-access
+    if handler._fetch_handles:  # pylint: disable=protected-access
+      return None
+    position = {t.ref(): i for i, t in enumerate(handler.fetches())}
+    layout = []
+    for leaf in leaves:
+      element = self._graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True)
+      if isinstance(element, ops.Operation):
+        layout.append(-1)
+      elif element.ref() in position:
+        layout.append(position[element.ref()])
+      else:
+        return None
+    return self.fetch_plan(fetches).native, layout
 
   def plan_for(self, fetches, feed_dict):
     """(FetchPlan, FeedPlan or None, converted values or None) for one run."""

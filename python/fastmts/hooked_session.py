@@ -11,6 +11,7 @@ from fastmts import _native
 from fastmts import basic_session_run_hooks
 from fastmts import errors
 from fastmts import fetches as fetches_lib
+from fastmts import hook_costs
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
@@ -110,6 +111,9 @@ class HookedSession:
         if hasattr(stand_in, 'after_attach'):
           self._accelerated.append(stand_in)
     self._native = _native.HookedSession(native_hooks)
+    self._hook_names = [type(hook).__name__ for hook in hooks]
+    if hook_costs.enabled():
+      self._native.track_costs(True)
     self.tf_sess = None
     self.coord = None
     self.plans = None
@@ -131,21 +135,63 @@ class HookedSession:
     self.plans = None
 
   @property
+  def native(self):
+    return self._native
+
+  @property
+  def has_python_hooks(self):
+    return bool(self._python_hooks)
+
+  @property
   def stop_requested(self):
     return self._native.stop_requested
 
+  @property
+  def steps_run(self):
+    return self._native.steps_run
+
+  def cost_report(self):
+    costs = self._native.costs()
+    if costs is None:
+      return None
+    steps, run_seconds, before, after = costs
+    return hook_costs.HookCostReport(steps, run_seconds, [
+        hook_costs.HookCost(*c) for c in zip(self._hook_names, before, after)])
+
+  def fast_layout(self, fetches):
+    """For the native fast path (see _native.FastRun)."""
+    return self.plans.fast_layout(fetches)
+
   def end(self):
     self._native.end()
+
+  def _step_state(self, fetches, feed_dict, options=None, run_metadata=None):
+    return _StepState(
+        SessionRunContext(original_args=SessionRunArgs(fetches, feed_dict), session=self.tf_sess),
+        options or config_pb2.RunOptions(),
+        run_metadata or config_pb2.RunMetadata())
+
+  def run_steps(self, fetches, max_steps, feed_dict, coord):
+    """Steps natively until stop, `max_steps` (None: no bound), the
+    coordinator's stop or an error; the last step's results, or None.
+    The feeds are converted once, before the first step."""
+    plan, feed_plan, values = self.plans.plan_for(fetches, feed_dict)
+    make_state = None
+    if self._python_hooks:
+      make_state = lambda: self._step_state(fetches, feed_dict)
+    try:
+      outputs = self._native.run_loop(plan.native, feed_plan, values,
+                                      -1 if max_steps is None else max_steps,
+                                      getattr(coord, 'native', None), make_state)
+    except errors.StatusError as e:
+      raise errors.from_status(e, self.graph) from None
+    return None if outputs is None else plan.build(outputs)
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     plan, feed_plan, values = self.plans.plan_for(fetches, feed_dict)
     state = None
     if self._python_hooks:
-      state = _StepState(
-          SessionRunContext(original_args=SessionRunArgs(fetches, feed_dict),
-                            session=self.tf_sess),
-          options or config_pb2.RunOptions(),
-          run_metadata or config_pb2.RunMetadata())
+      state = self._step_state(fetches, feed_dict, options, run_metadata)
       options = state.options
     serialized_options = options.SerializeToString() if options is not None else None
     try:

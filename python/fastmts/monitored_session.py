@@ -6,18 +6,23 @@ session on AbortedError/UnavailableError) wraps a _CoordinatedSession
 (native hook dispatch around one TF_SessionRun). Creation, recovery and
 close are rare and stay in Python; the step itself is native.
 """
+import numbers
 import os
+import weakref
 
 from tensorflow.python.distribute import distribute_coordinator_context
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import basic_session_run_hooks
-from tensorflow.python.training import coordinator
 from tensorflow.python.training import monitored_session as _tf_monitored_session
 from tensorflow.python.training import queue_runner
 from tensorflow.python.util import function_utils
 
+from fastmts import _native
+from fastmts import errors as fastmts_errors
+from fastmts import fetches as fetches_lib
+from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
 from fastmts.session_creators import ChiefSessionCreator
 from fastmts.session_creators import Scaffold
@@ -28,6 +33,9 @@ from fastmts.session_creators import WorkerSessionCreator
 USE_DEFAULT = _tf_monitored_session.USE_DEFAULT
 
 _PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
+
+# run_steps: the session was re-created after a preemption; no result.
+_NOT_RUN = object()
 
 # TF's log text when a preempted session is about to be re-created.
 _RECREATE_NOTICE = (
@@ -219,6 +227,30 @@ class _MonitoredSession:
       self._sess = _RecoverableSession(self._coordinated_creator)
     else:
       self._sess = self._coordinated_creator.create_session()
+    self._run = self._fast_run_of(self._coordinated_creator.hooked)
+
+  def _fast_run_of(self, hooked):
+    """run() itself: the native fast path when every hook is native. It
+    reaches back only through a weak proxy (a native object in a reference
+    cycle would never be collected)."""
+    if hooked.has_python_hooks:
+      return self._slow_run
+    me = weakref.proxy(self)
+    return _native.FastRun(
+        hooked.native, fetches_lib.LEAF_TYPES, hooked.fast_layout,
+        lambda *args: me._slow_run(*args),  # pylint: disable=protected-access
+        lambda error, fetches: me._fast_run_failed(error, fetches))  # pylint: disable=protected-access
+
+  def _slow_run(self, fetches, feed_dict, options, run_metadata):
+    # After close, self._sess is None and TF raises AttributeError here too.
+    return self._sess.run(fetches, feed_dict=feed_dict, options=options,
+                          run_metadata=run_metadata)
+
+  def _fast_run_failed(self, error, fetches):
+    """A step of the fast path raised `error`: carry on as run() would have."""
+    if isinstance(error, fastmts_errors.StatusError):
+      error = fastmts_errors.from_status(error, self._coordinated_creator.hooked.graph)
+    return self._sess.run_failed(error, fetches)
 
   @property
   def graph(self):
@@ -229,9 +261,43 @@ class _MonitoredSession:
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """Runs one step with hooks; same arguments and results as `tf.Session.run`."""
-    # After close, self._sess is None and TF raises AttributeError here too.
-    return self._sess.run(fetches, feed_dict=feed_dict, options=options,
-                          run_metadata=run_metadata)
+    return self._run(fetches, feed_dict, options, run_metadata)
+
+  def run_steps(self, fetches, max_steps=None, feed_dict=None):
+    """Runs steps in C++ until a hook requests stop, the coordinator stops,
+    `max_steps` steps ran (None: no bound) or a step fails; returns the last
+    step's results (None if no step ran).
+
+    Same as `while not sess.should_stop(): result = sess.run(fetches,
+    feed_dict)` (bounded by max_steps), with the same errors, but no Python
+    runs per step when every hook is native. `feed_dict` is converted once.
+    Ctrl-C ends it between two steps with KeyboardInterrupt.
+    """
+    if max_steps is not None:
+      if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral):
+        raise TypeError('max_steps must be an int or None, got %r' % (max_steps,))
+      if max_steps < 0:
+        raise ValueError('max_steps must be >= 0, got %d' % max_steps)
+    if self._sess is None:
+      return self.run(fetches, feed_dict=feed_dict)  # raises as run does after close
+    hooked = self._coordinated_creator.hooked
+    result, done = None, 0
+    while (max_steps is None or done < max_steps) and not self.should_stop():
+      start = hooked.steps_run
+      try:
+        last = self._sess.run_steps(fetches, None if max_steps is None else max_steps - done,
+                                    feed_dict)
+      finally:
+        done += hooked.steps_run - start
+      if last is not _NOT_RUN:
+        result = last
+    return result
+
+  def hook_cost_report(self):
+    """Where the time of the steps went, hook by hook (a HookCostReport), if
+    fastmts.report_hook_costs(True) was on when the session was created;
+    otherwise None."""
+    return self._coordinated_creator.hooked.cost_report()
 
   def run_step_fn(self, step_fn):
     """Runs `step_fn(step_context)`, as TF's `MonitoredSession.run_step_fn`.
@@ -301,7 +367,7 @@ class _MonitoredSession:
 
     def create_session(self):
       self.tf_sess = self._session_creator.create_session()
-      self.coord = coordinator.Coordinator(clean_stop_exception_types=[])
+      self.coord = Coordinator(clean_stop_exception_types=[])
       if ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
         queue_runner.start_queue_runners(sess=self.tf_sess, coord=self.coord)
       self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
@@ -312,6 +378,9 @@ class _MonitoredSession:
       if not exception_type:
         self._coordinated_creator.hooked.end()
     finally:
+      report = self._coordinated_creator.hooked.cost_report()
+      if report is not None and self._sess is not None:
+        logging.info('fastmts hook cost report at close:\n%s', report)
       try:
         if self._sess is None:
           raise RuntimeError('Session is already closed.')
@@ -433,6 +502,30 @@ class _RecoverableSession:
         self.close()
         self._sess = None
 
+  def run_failed(self, error, fetches):
+    """A step of `fetches` (no feeds or options) raised `error` in the native
+    fast path: raise it, or on preemption re-create and retry, as run() does."""
+    try:
+      return self._sess.run_failed(error, fetches)
+    except _PREEMPTION_ERRORS as e:
+      self._log_preemption(e)
+      self.close()
+      self._sess = None
+    return self.run(fetches)
+
+  def run_steps(self, fetches, max_steps, feed_dict):
+    """As the session's run_steps; on preemption, re-creates the session and
+    returns _NOT_RUN (the caller counts the steps that ran and goes on)."""
+    try:
+      if not self._sess:
+        self._sess = self._create_session()
+      return self._sess.run_steps(fetches, max_steps, feed_dict)
+    except _PREEMPTION_ERRORS as e:
+      self._log_preemption(e)
+      self.close()
+      self._sess = self._create_session()
+      return _NOT_RUN
+
   def run_step_fn(self, step_fn, raw_session, run_with_hooks):
     while True:
       try:
@@ -501,19 +594,31 @@ class _CoordinatedSession:
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     try:
       return self._hooked.run(fetches, feed_dict, options, run_metadata)
+    except Exception as e:  # pylint: disable=broad-except
+      self._raise_run_error(e)
+
+  def run_steps(self, fetches, max_steps, feed_dict):
+    try:
+      return self._hooked.run_steps(fetches, max_steps, feed_dict, self._coord)
+    except Exception as e:  # pylint: disable=broad-except
+      self._raise_run_error(e)
+
+  def run_failed(self, error, fetches):
+    del fetches  # nothing is retried at this level
+    self._raise_run_error(error)
+
+  def _raise_run_error(self, original_exception):
+    """As TF: a step's own error is raised, unless the coordinator holds a
+    preemption error, which recovery must see instead."""
+    if isinstance(original_exception, _PREEMPTION_ERRORS):
+      raise original_exception
+    try:
+      self._coord.raise_requested_exception()
     except _PREEMPTION_ERRORS:
       raise
-    except Exception as original_exception:  # pylint: disable=broad-except
-      # As TF: the run's own error is raised, unless the coordinator holds a
-      # preemption error, which recovery must see instead.
-      try:
-        self._coord.raise_requested_exception()
-      except _PREEMPTION_ERRORS:
-        raise
-      except Exception:  # pylint: disable=broad-except
-        raise original_exception from None
-      else:
-        raise
+    except Exception:  # pylint: disable=broad-except
+      pass
+    raise original_exception
 
   def run_step_fn(self, step_fn, raw_session, run_with_hooks):
     run_with_hooks = run_with_hooks or self.run
