@@ -11,10 +11,16 @@ hooks     'stop'  -> hooks=[StopAtStepHook], no checkpoint_dir (so
                      [StopAtStepHook, NanTensorHook(loss),
                       LoggingTensorHook({'loss': loss}, every_n_iter=1000)]
 kind      'stock'   tf.compat.v1.train.MonitoredTrainingSession
-          'fastmts' fastmts.MonitoredTrainingSession
+          'fastmts' fastmts.MonitoredTrainingSession, sess.run(train_op) per step
+          'fastmts-loop'  the same session, steps by sess.run_steps(train_op,
+                    max_steps=n): the native loop
           'session' plain tf.compat.v1.Session.run(train_op) in a Python loop
-          'native'  fastmts.native_floor_loop(session, train_op, steps): the
-                    same TF_SessionRun calls in a C++ loop (the speed floor)
+          'native'  fastmts.native_floor_loop(session, fetches, steps): the
+                    same TF_SessionRun calls in a C++ loop (the speed floor).
+                    With a hooks preset the fetches are those the preset's
+                    hooks add to every step, merged as one run does
+                    ('stop': train_op + global step; 'full': + loss), so the
+                    floor is the TF work any implementation must do.
 
 A *runner* owns its own graph and an already-created session; ``block(n)``
 runs ``n`` steps of ``train_op`` and returns the wall time in seconds, so
@@ -43,7 +49,7 @@ import models  # noqa: E402  (bench/models.py; bench/ is on sys.path)
 
 GRAPHS = ('trivial', 'mlp')
 HOOKS = ('stop', 'full')
-IMPLS = ('stock', 'fastmts')
+IMPLS = ('stock', 'fastmts', 'fastmts-loop')
 FLOORS = ('session', 'native')
 
 # StopAtStepHook must never fire during a benchmark: blocks keep advancing the
@@ -79,8 +85,8 @@ def available(kind):
     mod, reason = load_fastmts()
     if mod is None:
         return False, 'fastmts not importable (%s)' % reason
-    attr = 'MonitoredTrainingSession' if kind == 'fastmts' else \
-        'native_floor_loop'
+    attr = {'fastmts': 'MonitoredTrainingSession',
+            'fastmts-loop': 'MonitoredTrainingSession'}.get(kind, 'native_floor_loop')
     if not callable(getattr(mod, attr, None)):
         return False, 'fastmts.%s missing' % attr
     return True, None
@@ -143,16 +149,24 @@ class NativeFloorRunner(SessionRunner):
 
     kind = 'native'
 
-    def __init__(self, graph):
+    def __init__(self, graph, hooks=None):
         ok, reason = available('native')
         if not ok:
             raise RuntimeError(reason)
         self._loop = load_fastmts()[0].native_floor_loop
         super().__init__(graph)
+        self.hooks_name = hooks
+        m = self.model
+        self._fetches = {None: m.train_op, 'stop': [m.train_op, m.global_step],
+                         'full': [m.train_op, m.global_step, m.loss]}[hooks]
+
+    @property
+    def name(self):
+        return self.kind if self.hooks_name is None else '%s/%s' % (self.kind, self.hooks_name)
 
     def block(self, steps):
         # The extension times its own loop (excludes the Python call).
-        return float(self._loop(self.sess, self.model.train_op, steps))
+        return float(self._loop(self.sess, self._fetches, steps))
 
 
 class MTSRunner(Runner):
@@ -199,8 +213,11 @@ class MTSRunner(Runner):
         # once per block costs nothing per step.
         with self.graph.as_default():
             t0 = time.perf_counter()
-            for _ in range(steps):
-                run(op)
+            if self.kind == 'fastmts-loop':
+                self.sess.run_steps(op, max_steps=steps)
+            else:
+                for _ in range(steps):
+                    run(op)
             elapsed = time.perf_counter() - t0
         if self.sess.should_stop():
             raise RuntimeError('%s stopped during a benchmark block'
@@ -221,7 +238,7 @@ def make_runner(kind, graph, hooks=None):
     if kind == 'session':
         return SessionRunner(graph)
     if kind == 'native':
-        return NativeFloorRunner(graph)
+        return NativeFloorRunner(graph, hooks)
     return MTSRunner(kind, graph, hooks)
 
 

@@ -32,6 +32,7 @@ def _x(x):
 def measure_graph(graph, steps, repeats, log):
     """Interleaved medians (us/step) for one graph: name -> us or None."""
     wanted = [('native', None), ('session', None)]
+    wanted += [('native', h) for h in measure.HOOKS]
     wanted += [(kind, h) for h in measure.HOOKS for kind in measure.IMPLS]
     runners, missing = {}, {}
     try:
@@ -74,19 +75,24 @@ def measure_graph(graph, steps, repeats, log):
 
 
 def table(results):
-    cols = ['scenario', 'floor C++ us/step', 'Session.run us/step',
-            'stock MTS us/step', 'fastmts us/step', 'stock/floor',
-            'fastmts/floor', 'speedup (stock/fastmts)']
+    cols = ['scenario', 'floor: train_op', 'floor: merged fetches', 'Session.run',
+            'stock MTS', 'fastmts run', 'fastmts run_steps',
+            'stock/floor', 'fastmts/floor', 'run_steps/floor',
+            'speedup (stock/fastmts)']
     lines = ['| ' + ' | '.join(cols) + ' |',
              '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
     for graph, med in results.items():
-        floor, sess = med.get('native'), med.get('session')
+        bare, sess = med.get('native'), med.get('session')
         for hooks in measure.HOOKS:
+            floor = med.get('native/%s' % hooks)
             stock = med.get('stock/%s' % hooks)
             fast = med.get('fastmts/%s' % hooks)
-            row = ['%s / %s' % (graph, hooks), _us(floor), _us(sess),
-                   _us(stock), _us(fast), _x(measure.ratio(stock, floor)),
+            loop = med.get('fastmts-loop/%s' % hooks)
+            row = ['%s / %s' % (graph, hooks), _us(bare), _us(floor), _us(sess),
+                   _us(stock), _us(fast), _us(loop),
+                   _x(measure.ratio(stock, floor)),
                    _x(measure.ratio(fast, floor)),
+                   _x(measure.ratio(loop, floor)),
                    _x(measure.ratio(stock, fast))]
             lines.append('| ' + ' | '.join(row) + ' |')
     return '\n'.join(lines)
@@ -135,6 +141,10 @@ def main(argv=None):
           % (measure.tf.__version__, fast_state, args.steps, args.repeats,
              elapsed))
     print(table(results))
+    print('\nMicroseconds per step. floor = the same TF_SessionRun calls in a '
+          'C++ loop: of train_op alone, and of train_op with the tensors the '
+          "hooks fetch every step (global step; 'full' also the loss), which "
+          'the ratios use.')
     print('\nhooks: `stop` = [StopAtStepHook] only, no checkpoint_dir; '
           '`full` = checkpoint_dir + MonitoredTrainingSession defaults + '
           'StopAtStepHook, NanTensorHook(loss), '

@@ -189,6 +189,7 @@ class PyHook : public Hook {
 
   void before_run(StepContext& ctx, RunRequest& request) override {
     py::handle state = step_state(ctx);
+    share_stop_request(ctx, state);
     py::object wish = before_run_(state.attr("run_context"));
     if (wish.is_none()) return;
     py::tuple t = resolve_(state, wish);
@@ -198,6 +199,7 @@ class PyHook : public Hook {
   void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override {
     py::handle state = step_state(ctx);
+    share_stop_request(ctx, state);
     if (!run_metadata.empty()) runner_.attr("take_metadata")(state, py::bytes(run_metadata));
     py::object results = outputs ? build_(state, outputs_to_python(*outputs)) : py::none();
     after_run_(state.attr("run_context"),
@@ -209,6 +211,11 @@ class PyHook : public Hook {
  private:
   static py::handle step_state(const StepContext& ctx) {
     return *static_cast<py::object*>(ctx.user_data());
+  }
+  // All hooks of a step share one run context in TF: a stop requested by a
+  // native hook is seen by the Python hooks after it.
+  static void share_stop_request(const StepContext& ctx, py::handle state) {
+    if (ctx.stop_requested()) state.attr("run_context").attr("request_stop")();
   }
   py::object before_run_, after_run_, runner_, resolve_, build_, values_type_;
 };
@@ -566,6 +573,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("every_steps"), py::arg("act_on_first_step"), py::arg("full_trace"),
            py::arg("act"), py::arg("end"))
       .def("set_extra", &StepScheduledHook::set_extra, py::arg("plan"))
+      .def_property_readonly("next_step", &StepScheduledHook::next_step)
       .def("adopt_timer", &StepScheduledHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));
   py::class_<EndOnlyHook, Hook, std::shared_ptr<EndOnlyHook>>(m, "EndOnlyHook")

@@ -139,6 +139,7 @@ class StepScheduledHook : public Hook {
   void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
   void end(const SessionRunner&) override { on_end_(); }
+  std::optional<int64_t> next_step() const { return next_step_; }
   void adopt_timer(std::optional<int64_t> last_step, double last_time) {
     timer_.set_state(last_step, last_time);
   }

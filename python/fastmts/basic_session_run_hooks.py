@@ -230,7 +230,14 @@ class _NativeStepScheduled:
     self.native = _native.StepScheduledHook(
         *_output(step), _optional_float(timer._every_secs),  # pylint: disable=protected-access
         _optional_float(timer._every_steps), self._is_summary, not self._is_summary, act,  # pylint: disable=protected-access
-        lambda: hook.end(owner.tf_sess))
+        self._end)
+
+  def _end(self):
+    # TF's hook object ends with the step it expects next, as in TF.
+    next_step = self.native.next_step
+    as_step = self._hook._global_step_tensor.dtype.as_numpy_dtype  # pylint: disable=protected-access
+    self._hook._next_step = None if next_step is None else as_step(next_step)  # pylint: disable=protected-access
+    self._hook.end(self._owner.tf_sess)
 
   def after_attach(self):
     # The Scaffold's summary op exists once the session is created.
