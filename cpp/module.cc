@@ -14,6 +14,7 @@
 #include "coordinator.h"
 #include "hooked_session.h"
 #include "native_hooks.h"
+#include "queue_runner.h"
 #include "run_plan.h"
 #include "tensor_convert.h"
 #include "tf_status.h"
@@ -598,11 +599,46 @@ PYBIND11_MODULE(_native, m) {
            }),
            py::arg("wait"));
 
-  py::class_<Coordinator>(m, "Coordinator")
+  py::class_<Coordinator, std::shared_ptr<Coordinator>>(m, "Coordinator")
       .def(py::init<>())
       .def("request_stop", &Coordinator::request_stop)
       .def("clear_stop", &Coordinator::clear_stop)
-      .def("should_stop", &Coordinator::should_stop);
+      .def("should_stop", &Coordinator::should_stop)
+      .def("wait_for_stop", &Coordinator::wait_for_stop, py::arg("timeout_secs"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("report_error", &Coordinator::report_error, py::arg("code"), py::arg("message"))
+      .def("claim_error", &Coordinator::claim_error)
+      .def("native_error",
+           [](const Coordinator& c) -> py::object {
+             auto e = c.native_error();
+             if (!e) return py::none();
+             return py::make_tuple(e->code, py::str(e->message));
+           })
+      .def("set_clean_stop_codes", &Coordinator::set_clean_stop_codes, py::arg("codes"));
+
+  // Native queue-runner threads of one QueueRunner; the TF session object
+  // is kept alive by the Python wrapper until they are joined.
+  py::class_<QueueRunnerThreads>(m, "QueueRunnerThreads")
+      .def(py::init([](py::handle tf_session, const std::string& name,
+                       const std::vector<py::object>& enqueue_ops, py::object close_op,
+                       py::object cancel_op, std::vector<int> closed_codes,
+                       std::shared_ptr<Coordinator> coordinator) {
+             QueueRunnerSpec spec;
+             spec.name = name;
+             for (const auto& op : enqueue_ops) spec.enqueue_ops.push_back(operation_pointer(op));
+             if (!close_op.is_none()) spec.close_op = operation_pointer(close_op);
+             if (!cancel_op.is_none()) spec.cancel_op = operation_pointer(cancel_op);
+             spec.queue_closed_codes = std::move(closed_codes);
+             return std::make_unique<QueueRunnerThreads>(session_pointer(tf_session),
+                                                         std::move(spec), std::move(coordinator));
+           }),
+           py::arg("tf_session"), py::arg("name"), py::arg("enqueue_ops"), py::arg("close_op"),
+           py::arg("cancel_op"), py::arg("queue_closed_codes"), py::arg("coordinator"))
+      .def("__len__", &QueueRunnerThreads::size)
+      .def("name", &QueueRunnerThreads::name, py::arg("index"))
+      .def("alive", &QueueRunnerThreads::alive, py::arg("index"))
+      .def("join", &QueueRunnerThreads::join, py::call_guard<py::gil_scoped_release>());
+  m.def("live_native_threads", &live_native_threads);
 
   py::class_<HookedSession>(m, "HookedSession")
       .def(py::init<std::vector<HookPtr>>(), py::arg("hooks"))
@@ -619,6 +655,15 @@ PYBIND11_MODULE(_native, m) {
            py::arg("feed_values"), py::arg("max_steps"), py::arg("coordinator"),
            py::arg("make_state"))
       .def_property_readonly("steps_run", &HookedSession::steps_run)
+      // A plain run on the attached session, no hooks (for TF's own hook code).
+      .def("run_plain",
+           [](const HookedSession& s, const std::shared_ptr<RunPlan>& plan) {
+             if (!s.attached()) throw std::logic_error("fastmts: run on a detached session");
+             RunRequest request;
+             request.plan = plan;
+             return outputs_to_python(s.runner().run(request).outputs);
+           },
+           py::arg("plan"))
       .def("track_costs", &HookedSession::track_costs, py::arg("on"))
       .def("costs", [](const HookedSession& s) -> py::object {
         const HookCosts* c = s.costs();

@@ -14,10 +14,8 @@
 """
 
 import collections
-import contextlib
 import gc
 import json
-import logging
 import os
 import re
 import subprocess
@@ -32,82 +30,20 @@ from tensorflow.python.training import training_util
 
 from compat_utils import (TF_IMPL, Raised, ckpt_files, outcome, raised,
                           recording_hook_class)
+from hook_test_utils import (CREATED, DIVERGED_ERROR, DIVERGED_WARNING,
+                             NAN_LOSS, nan_at, step_graph, tf_log)
 
 v1 = tf.compat.v1
 
 _PYTHON_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'python')
 
-NAN_LOSS = Raised(v1.train.NanLossDuringTrainingError,
-                  'NaN loss during training.')
-DIVERGED_ERROR = ('ERROR', 'Model diverged with loss = NaN.')
-DIVERGED_WARNING = ('WARNING', 'Model diverged with loss = NaN.')
-# What MonitoredSession's session manager logs while creating the session.
-CREATED = [('INFO', 'Graph was finalized.'),
-           ('INFO', 'Running local_init_op.'),
-           ('INFO', 'Done running local_init_op.')]
-
-_ELAPSED = re.compile(r'\(\d+\.\d{3} sec\)')
 _UNSET = object()
 
 
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-
-
-class _Recorder(logging.Handler):
-
-  def __init__(self, lines, workdir=None):
-    super().__init__(logging.DEBUG)
-    self.lines = lines
-    self.workdir = workdir
-
-  def emit(self, record):
-    message = _ELAPSED.sub('(x.xxx sec)', record.getMessage())
-    if self.workdir:
-      message = message.replace(self.workdir, 'DIR')
-    self.lines.append((record.levelname, message))
-
-
-@contextlib.contextmanager
-def tf_log(workdir=None):
-  """Yields the list of (level, message) logged to TF's logger meanwhile;
-  '(1.234 sec)' becomes '(x.xxx sec)' and `workdir` becomes 'DIR'."""
-  lines = []
-  logger = logging.getLogger('tensorflow')
-  handler = _Recorder(lines, workdir)
-  old_level = logger.level
-  logger.addHandler(handler)
-  logger.setLevel(logging.INFO)
-  try:
-    yield lines
-  finally:
-    logger.setLevel(old_level)
-    logger.removeHandler(handler)
-
-
-def step_graph(loss_fn=lambda s: tf.cast(s, tf.float32) * 0.5):
-  """Returns (step, loss, train): `step` is the global step read before this
-  run's increment, `loss = loss_fn(step)`, `train` increments the global step
-  after both were computed (so `train` evaluates to step + 1)."""
-  gs = v1.train.get_or_create_global_step()
-  step = tf.identity(gs.read_value(), name='step')
-  loss = tf.identity(loss_fn(step), name='loss')
-  with tf.control_dependencies([step, loss]):
-    train = v1.assign_add(gs, 1, name='train')
-  return step, loss, train
-
-
-def nan_at(k):
-  """loss_fn: 1 / (1 + step), and NaN at step k only."""
-
-  def loss_fn(step):
-    value = 1.0 / (1.0 + tf.cast(step, tf.float32))
-    return tf.where(tf.equal(step, k), tf.constant(np.nan, tf.float32), value)
-
-  return loss_fn
-
 
 _STACK_TRACE = re.compile(
     r'Detected at node .*?\n(?=Node: )|\n\nOriginal stack trace for .*\Z',

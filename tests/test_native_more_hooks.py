@@ -22,7 +22,6 @@ advances it, and fastmts's native timers are told to read Python's
 import contextlib
 import itertools
 import json
-import logging
 import os
 import re
 import threading
@@ -34,7 +33,7 @@ import tensorflow as tf
 from tensorflow.python.training import training_util
 
 from compat_utils import Raised, SessionInterface, ckpt_files, outcome, raised
-from test_native_stock_hooks import CREATED, STEPS_10, tf_log
+from hook_test_utils import CREATED, STEPS_10, tf_log
 
 v1 = tf.compat.v1
 SessionLog = tf.compat.v1.SessionLog
@@ -85,32 +84,6 @@ def controlled_time(impl, monkeypatch):
         native.use_python_time(False)
 
 
-class _ExactRecorder(logging.Handler):
-
-  def __init__(self, lines):
-    super().__init__(logging.DEBUG)
-    self.lines = lines
-
-  def emit(self, record):
-    self.lines.append((record.levelname, record.getMessage()))
-
-
-@contextlib.contextmanager
-def exact_tf_log():
-  """Like tf_log() but keeps '(1.234 sec)' as logged (for a fake clock)."""
-  lines = []
-  logger = logging.getLogger('tensorflow')
-  handler = _ExactRecorder(lines)
-  old_level = logger.level
-  logger.addHandler(handler)
-  logger.setLevel(logging.INFO)
-  try:
-    yield lines
-  finally:
-    logger.setLevel(old_level)
-    logger.removeHandler(handler)
-
-
 _ADDRESS = re.compile(r' at 0x[0-9a-fA-F]+')
 
 
@@ -122,7 +95,7 @@ def in_dir(workdir, lines):
 
 
 def read_first_graph():
-  """Like test_native_stock_hooks.step_graph, for hooks whose schedule
+  """Like hook_test_utils.step_graph, for hooks whose schedule
   depends on the "stale" global step they fetch with the train op.
 
   The increment waits for the global-step read tensor the stock hooks fetch
@@ -212,6 +185,14 @@ def ckpt_log(step):
 def ckpt_names(*steps):
   return sorted('model.ckpt-%d.%s' % (s, ext) for s in steps
                 for ext in ('data-00000-of-00001', 'index', 'meta'))
+
+
+def _loss_summary_hook(workdir, loss, **trigger):
+  """A SummarySaverHook writing scalar 'loss_sum' of `loss` to `workdir`
+  (trigger: save_steps or save_secs)."""
+  summ = v1.summary.scalar('loss_sum', loss)
+  return v1.train.SummarySaverHook(output_dir=workdir, summary_op=summ,
+                                   **trigger)
 
 
 def run_steps(sess, fetches, n):
@@ -424,9 +405,7 @@ def test_summary_saver_runs_without_increment(check):
   def scenario(impl, workdir):
     with tf.Graph().as_default():
       step, loss, train = read_first_graph()
-      summ = v1.summary.scalar('loss_sum', loss)
-      hook = v1.train.SummarySaverHook(save_steps=3, output_dir=workdir,
-                                       summary_op=summ)
+      hook = _loss_summary_hook(workdir, loss, save_steps=3)
       with impl.MonitoredSession(hooks=[hook]) as sess:
         results = [sess.run(train if i % 3 == 0 else step)
                    for i in range(12)]
@@ -477,9 +456,7 @@ def test_summary_saver_reused_in_two_sessions(check):
   def scenario(impl, workdir):
     with tf.Graph().as_default():
       _, loss, train = read_first_graph()
-      summ = v1.summary.scalar('loss_sum', loss)
-      hook = v1.train.SummarySaverHook(save_steps=3, output_dir=workdir,
-                                       summary_op=summ)
+      hook = _loss_summary_hook(workdir, loss, save_steps=3)
       results = []
       for n in (5, 4):
         with impl.MonitoredSession(hooks=[hook]) as sess:
@@ -858,6 +835,12 @@ class _Listener(v1.train.CheckpointSaverListener):
                        isinstance(session, SessionInterface)))
 
 
+def _saver_every_3_steps(workdir, *listeners):
+  """A CheckpointSaverHook saving into `workdir` every 3 steps."""
+  return v1.train.CheckpointSaverHook(workdir, save_steps=3,
+                                      listeners=list(listeners))
+
+
 def _saves(name, *steps):
   out = []
   for s in steps:
@@ -885,9 +868,8 @@ def test_checkpoint_listeners_call_order(check):
     calls = []
     with tf.Graph().as_default(), tf_log() as lines:
       _, _, train = read_first_graph()
-      hook = v1.train.CheckpointSaverHook(
-          workdir, save_steps=3,
-          listeners=[_Listener('a', calls), _Listener('b', calls)])
+      hook = _saver_every_3_steps(workdir, _Listener('a', calls),
+                                  _Listener('b', calls))
       with impl.MonitoredSession(hooks=[hook]) as sess:
         results = run_steps(sess, train, 7)
         calls.append(('user', 'last run'))
@@ -916,9 +898,8 @@ def test_checkpoint_listener_after_save_stops_training(check):
     calls = []
     with tf.Graph().as_default(), tf_log() as lines:
       _, _, train = read_first_graph()
-      hook = v1.train.CheckpointSaverHook(
-          workdir, save_steps=3,
-          listeners=[_Listener('a', calls, stop=lambda s: True)])
+      hook = _saver_every_3_steps(workdir,
+                                  _Listener('a', calls, stop=lambda s: True))
       with impl.MonitoredSession(hooks=[hook]) as sess:
         results = []
         while not sess.should_stop() and len(results) < 10:
@@ -994,11 +975,19 @@ def test_checkpoint_saver_max_to_keep_via_scaffold_saver(check):
 TICK = 1.5
 
 
-def _tick_runs(clock, sess, fetches, n):
-  results = []
-  for _ in range(n):
-    clock.advance(TICK)
-    results.append(sess.run(fetches))
+def _tick_runs(impl, monkeypatch, fetches, hooks=(), new_session=None,
+               n=10):
+  """Under controlled_time, creates impl.MonitoredSession(hooks=hooks) (or
+  new_session()) and runs `fetches` n times, the clock moving TICK before
+  each run; returns the results."""
+  with controlled_time(impl, monkeypatch) as clock:
+    if new_session is None:
+      new_session = lambda: impl.MonitoredSession(hooks=list(hooks))
+    with new_session() as sess:
+      results = []
+      for _ in range(n):
+        clock.advance(TICK)
+        results.append(sess.run(fetches))
   return results
 
 
@@ -1007,12 +996,8 @@ def test_summary_saver_save_secs_controlled_time(check, monkeypatch):
   def scenario(impl, workdir):
     with tf.Graph().as_default():
       _, loss, train = read_first_graph()
-      summ = v1.summary.scalar('loss_sum', loss)
-      hook = v1.train.SummarySaverHook(save_secs=5, output_dir=workdir,
-                                       summary_op=summ)
-      with controlled_time(impl, monkeypatch) as clock:
-        with impl.MonitoredSession(hooks=[hook]) as sess:
-          results = _tick_runs(clock, sess, train, 10)
+      hook = _loss_summary_hook(workdir, loss, save_secs=5)
+      results = _tick_runs(impl, monkeypatch, train, hooks=[hook])
     return results, events(workdir)
 
   check(scenario, expected=(
@@ -1025,13 +1010,11 @@ def test_step_counter_hook_every_n_secs_controlled_time(check, monkeypatch):
   """With a fake clock the rates are exact: 4 steps in 6 s."""
 
   def scenario(impl, workdir):
-    with tf.Graph().as_default(), exact_tf_log() as lines:
+    with tf.Graph().as_default(), tf_log(exact=True) as lines:
       _, _, train = read_first_graph()
       hook = v1.train.StepCounterHook(every_n_steps=None, every_n_secs=5,
                                       output_dir=workdir)
-      with controlled_time(impl, monkeypatch) as clock:
-        with impl.MonitoredSession(hooks=[hook]) as sess:
-          results = _tick_runs(clock, sess, train, 10)
+      results = _tick_runs(impl, monkeypatch, train, hooks=[hook])
     flush_cached_writer(workdir)
     return results, events(workdir), lines
 
@@ -1051,9 +1034,7 @@ def test_checkpoint_saver_save_secs_controlled_time(check, monkeypatch):
       _, _, train = read_first_graph()
       hook = v1.train.CheckpointSaverHook(
           workdir, save_secs=5, listeners=[_Listener('a', calls)])
-      with controlled_time(impl, monkeypatch) as clock:
-        with impl.MonitoredSession(hooks=[hook]) as sess:
-          results = _tick_runs(clock, sess, train, 10)
+      results = _tick_runs(impl, monkeypatch, train, hooks=[hook])
     return results, calls, ckpt_files(workdir)
 
   # Saved at creation (step 0, t=0), then at t=6 (step 4), t=12 (step 8),
@@ -1068,12 +1049,10 @@ def test_logging_tensor_hook_every_n_secs_controlled_time(check, monkeypatch):
 
   def scenario(impl, workdir):
     del workdir
-    with tf.Graph().as_default(), exact_tf_log() as lines:
+    with tf.Graph().as_default(), tf_log(exact=True) as lines:
       step, _, train = read_first_graph()
       hook = v1.train.LoggingTensorHook({'step': step}, every_n_secs=5)
-      with controlled_time(impl, monkeypatch) as clock:
-        with impl.MonitoredSession(hooks=[hook]) as sess:
-          results = _tick_runs(clock, sess, train, 10)
+      results = _tick_runs(impl, monkeypatch, train, hooks=[hook])
     return results, lines
 
   check(scenario, expected=(
@@ -1088,9 +1067,7 @@ def test_profiler_hook_save_secs_controlled_time(check, monkeypatch):
     with tf.Graph().as_default():
       _, _, train = read_first_graph()
       hook = v1.train.ProfilerHook(save_secs=5, output_dir=workdir)
-      with controlled_time(impl, monkeypatch) as clock:
-        with impl.MonitoredSession(hooks=[hook]) as sess:
-          results = _tick_runs(clock, sess, train, 10)
+      results = _tick_runs(impl, monkeypatch, train, hooks=[hook])
     flush_cached_writer(workdir)
     return results, timelines(workdir), events(workdir)
 
@@ -1107,15 +1084,15 @@ def test_monitored_training_session_secs_controlled_time(check, monkeypatch):
   checkpoints every 5 s, global_step/sec every 3 steps (exact rates)."""
 
   def scenario(impl, workdir):
-    with tf.Graph().as_default(), exact_tf_log() as lines:
+    with tf.Graph().as_default(), tf_log(exact=True) as lines:
       _, loss, train = read_first_graph()
       v1.summary.scalar('loss_sum', loss)
-      with controlled_time(impl, monkeypatch) as clock:
-        with impl.MonitoredTrainingSession(
-            checkpoint_dir=workdir, save_summaries_steps=None,
-            save_summaries_secs=5, save_checkpoint_secs=5,
-            log_step_count_steps=3) as sess:
-          results = _tick_runs(clock, sess, train, 10)
+      results = _tick_runs(
+          impl, monkeypatch, train,
+          new_session=lambda: impl.MonitoredTrainingSession(
+              checkpoint_dir=workdir, save_summaries_steps=None,
+              save_summaries_secs=5, save_checkpoint_secs=5,
+              log_step_count_steps=3))
     flush_cached_writer(workdir)
     return (results, events(workdir), in_dir(workdir, lines),
             ckpt_files(workdir))

@@ -8,82 +8,17 @@ own graph and returns what a user can observe: run results, exceptions,
 written; ``check`` (conftest.py) runs it on TF and fastmts and compares.
 """
 
-import contextlib
-import logging
-import re
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from compat_utils import Raised, ckpt_files, outcome
+from hook_test_utils import (CREATED, DIVERGED_ERROR, DIVERGED_WARNING,
+                             NAN_LOSS, STEPS_10, nan_at, step_graph, tf_log)
 
 v1 = tf.compat.v1
 
-NAN_LOSS = Raised(v1.train.NanLossDuringTrainingError,
-                  'NaN loss during training.')
 STOPPED = Raised(RuntimeError, 'Run called even after should_stop requested.')
-DIVERGED_ERROR = ('ERROR', 'Model diverged with loss = NaN.')
-DIVERGED_WARNING = ('WARNING', 'Model diverged with loss = NaN.')
-# What MonitoredSession's session manager logs while creating the session.
-CREATED = [('INFO', 'Graph was finalized.'),
-           ('INFO', 'Running local_init_op.'),
-           ('INFO', 'Done running local_init_op.')]
-
-_ELAPSED = re.compile(r'\(\d+\.\d{3} sec\)')
-
-
-class _Recorder(logging.Handler):
-
-  def __init__(self, lines):
-    super().__init__(logging.DEBUG)
-    self.lines = lines
-
-  def emit(self, record):
-    self.lines.append(
-        (record.levelname, _ELAPSED.sub('(x.xxx sec)', record.getMessage())))
-
-
-@contextlib.contextmanager
-def tf_log():
-  """Yields the list of (level, message) logged to TF's logger meanwhile,
-  with LoggingTensorHook's '(1.234 sec)' normalised to '(x.xxx sec)'."""
-  lines = []
-  logger = logging.getLogger('tensorflow')
-  handler = _Recorder(lines)
-  old_level = logger.level
-  logger.addHandler(handler)
-  logger.setLevel(logging.INFO)
-  try:
-    yield lines
-  finally:
-    logger.setLevel(old_level)
-    logger.removeHandler(handler)
-
-
-def step_graph(loss_fn=lambda s: tf.cast(s, tf.float32) * 0.5):
-  """A graph whose values depend only on the step.
-
-  Returns (step, loss, train): `step` is the global step read *before* this
-  run's increment, `loss = loss_fn(step)`, and `train` increments the global
-  step after both were computed.
-  """
-  gs = v1.train.get_or_create_global_step()
-  step = tf.identity(gs.read_value(), name='step')
-  loss = tf.identity(loss_fn(step), name='loss')
-  with tf.control_dependencies([step, loss]):
-    train = v1.assign_add(gs, 1, name='train')
-  return step, loss, train
-
-
-def nan_at(k):
-  """loss_fn: 1 / (1 + step), and NaN at step k only."""
-
-  def loss_fn(step):
-    value = 1.0 / (1.0 + tf.cast(step, tf.float32))
-    return tf.where(tf.equal(step, k), tf.constant(np.nan, tf.float32), value)
-
-  return loss_fn
 
 
 def run_until_stop(sess, fetches, max_runs):
@@ -297,9 +232,6 @@ def _run_logging(impl, make_hooks, steps=10):
     with impl.MonitoredSession(hooks=hooks) as sess:
       results = [sess.run(train) for _ in range(steps)]
   return results, lines
-
-
-STEPS_10 = [np.int64(s) for s in range(1, 11)]
 
 
 def test_logging_tensor_hook_every_n_iter(check):

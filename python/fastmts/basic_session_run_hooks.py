@@ -162,7 +162,10 @@ class _NativeGlobalStepGated:
 
     def act(stale_step, last_step):
       restore_last_step(last_step)
-      run_context = SessionRunContext(original_args=SessionRunArgs(None), session=owner.tf_sess)
+      # CheckpointSaverHook hands the session on to the user's listeners:
+      # they get TF's raw session, as in TF.
+      session = owner.stock_hook_session if track_stuck else owner.tf_sess
+      run_context = SessionRunContext(original_args=SessionRunArgs(None), session=session)
       with _timer_handed_back(self.native, timer):
         hook.after_run(run_context, SessionRunValues(
             results=as_step(stale_step), options=config_pb2.RunOptions(),
@@ -220,7 +223,8 @@ class _NativeStepScheduled:
       options = config_pb2.RunOptions()
       if requested and not self._is_summary:
         options.trace_level = config_pb2.RunOptions.FULL_TRACE
-      run_context = SessionRunContext(original_args=SessionRunArgs(None), session=owner.tf_sess)
+      run_context = SessionRunContext(original_args=SessionRunArgs(None),
+                                      session=owner.stock_hook_session)
       with _timer_handed_back(self.native, timer):
         hook.after_run(run_context, SessionRunValues(results=results, options=options,
                                                      run_metadata=metadata))

@@ -1,24 +1,161 @@
-"""TF's Coordinator, with its stop state mirrored natively.
+"""tf.compat.v1.train.Coordinator, with its state in native code.
 
-The native loop (run_steps) ends when the coordinator stops without asking
-Python each step: request_stop / clear_stop also set the native flag.
+Same API and semantics as TF's Coordinator: the first exception wins and is
+re-raised by join(); clean-stop exceptions (OutOfRangeError by default) stop
+without error; join() waits out a grace period and names the stragglers.
+The stop flag, the first-error slot and waiting for stop are native
+(_native.Coordinator), so native queue-runner threads and the native step
+loop stop and report errors without the GIL; Python exceptions stay Python
+objects here, and an error a native thread reported becomes the tf.errors
+class TF would have raised.
 """
-from tensorflow.python.training import coordinator as _tf_coordinator
+import contextlib
+import sys
+import threading
+import time
+
+from tensorflow.python.framework import errors
+from tensorflow.python.framework import errors_impl
+from tensorflow.python.platform import tf_logging as logging
+from tensorflow.python.util import compat
 
 from fastmts import _native
+from fastmts import errors as fastmts_errors
 
 
-class Coordinator(_tf_coordinator.Coordinator):
-  """`tf.compat.v1.train.Coordinator`, whose stop native code can see."""
+def error_codes_of(exception_types):
+  """The TF error codes whose exception classes are among `exception_types`."""
+  return sorted(code for code, cls in errors_impl._CODE_TO_EXCEPTION_CLASS.items()  # pylint: disable=protected-access
+                if issubclass(cls, tuple(exception_types)))
+
+
+class Coordinator:
+  """A coordinator for threads (see `tf.compat.v1.train.Coordinator`)."""
 
   def __init__(self, clean_stop_exception_types=None):
-    super().__init__(clean_stop_exception_types)
+    if clean_stop_exception_types is None:
+      clean_stop_exception_types = (errors.OutOfRangeError,)
+    self._clean_stop_exception_types = tuple(clean_stop_exception_types)
+    self._lock = threading.Lock()
     self.native = _native.Coordinator()
+    self.native.set_clean_stop_codes(error_codes_of(self._clean_stop_exception_types))
+    self._exc_info_to_raise = None  # a Python exception's exc_info
+    self._joined = False
+    self._registered_threads = set()
+    self.graph = None  # where native errors come from, for their messages
+
+  def _filter_exception(self, ex):
+    ex2 = ex[1] if isinstance(ex, tuple) else ex
+    if isinstance(ex2, self._clean_stop_exception_types):
+      return None
+    return ex
 
   def request_stop(self, ex=None):
-    super().request_stop(ex)
-    self.native.request_stop()  # only once TF's own request succeeded
+    """Requests that the threads stop; `ex` (an exception or exc_info tuple)
+    is kept if it is the first and not a clean-stop type."""
+    with self._lock:
+      ex = self._filter_exception(ex)
+      # After join, nobody would see it: raise it here instead.
+      if self._joined:
+        if isinstance(ex, tuple):
+          raise ex[1]
+        elif ex is not None:
+          raise sys.exc_info()[1]
+      if not self.native.should_stop():
+        if ex and self.native.claim_error():
+          if isinstance(ex, tuple):
+            logging.info('Error reported to Coordinator: %s', compat.as_str_any(ex[1]),
+                         exc_info=ex)
+            self._exc_info_to_raise = ex
+          else:
+            logging.info('Error reported to Coordinator: %s, %s', type(ex),
+                         compat.as_str_any(ex))
+            self._exc_info_to_raise = sys.exc_info()
+          if (len(self._exc_info_to_raise) != 3 or not self._exc_info_to_raise[0] or
+              not self._exc_info_to_raise[1]):
+            # As TF: record the misuse itself, since raising is not an option here.
+            try:
+              raise ValueError('ex must be a tuple or sys.exc_info must return the current '
+                               'exception: %s' % (self._exc_info_to_raise,))
+            except ValueError:
+              self._exc_info_to_raise = sys.exc_info()
+        self.native.request_stop()
 
   def clear_stop(self):
-    super().clear_stop()
-    self.native.clear_stop()
+    """Clears the stop flag (and the recorded exception)."""
+    with self._lock:
+      self._joined = False
+      self._exc_info_to_raise = None
+      self.native.clear_stop()
+
+  def should_stop(self):
+    return self.native.should_stop()
+
+  @contextlib.contextmanager
+  def stop_on_exception(self):
+    """Context manager: an exception raised inside it requests stop with it."""
+    try:
+      yield
+    except:  # pylint: disable=bare-except
+      self.request_stop(ex=sys.exc_info())
+
+  def wait_for_stop(self, timeout=None):
+    """Waits (without the GIL) until stop is requested; False on timeout."""
+    return self.native.wait_for_stop(-1.0 if timeout is None else float(timeout))
+
+  def register_thread(self, thread):
+    with self._lock:
+      self._registered_threads.add(thread)
+
+  def _exception_to_raise(self):
+    """The first exception (called with the lock held), or None."""
+    if self._exc_info_to_raise:
+      return self._exc_info_to_raise[1]
+    native = self.native.native_error()
+    if native is not None:
+      return fastmts_errors.from_status(fastmts_errors.StatusError(*native), self.graph)
+    return None
+
+  def join(self, threads=None, stop_grace_period_secs=120, ignore_live_threads=False):
+    """Waits for the threads to stop (see TF's Coordinator.join): raises the
+    first exception reported, else RuntimeError naming threads still alive
+    after the grace period (only logged with ignore_live_threads)."""
+    with self._lock:
+      if threads is None:
+        threads = self._registered_threads
+      else:
+        threads = self._registered_threads.union(set(threads))
+      threads = list(threads)
+    while any(t.is_alive() for t in threads) and not self.wait_for_stop(1.0):
+      pass
+    # Growing sleeps within the grace period, as TF.
+    stop_wait_secs = 0.001
+    while any(t.is_alive() for t in threads) and stop_grace_period_secs >= 0.0:
+      time.sleep(stop_wait_secs)
+      stop_grace_period_secs -= stop_wait_secs
+      stop_wait_secs = 2 * stop_wait_secs
+      stop_wait_secs = max(min(stop_wait_secs, stop_grace_period_secs), 0.001)
+    stragglers = [t.name for t in threads if t.is_alive()]
+    with self._lock:
+      self._joined = True
+      self._registered_threads = set()
+      exception = self._exception_to_raise()
+      if exception is not None:
+        raise exception
+      if stragglers:
+        if ignore_live_threads:
+          logging.info('Coordinator stopped with threads still running: %s', ' '.join(stragglers))
+        else:
+          raise RuntimeError('Coordinator stopped with threads still running: %s' %
+                             ' '.join(stragglers))
+
+  @property
+  def joined(self):
+    return self._joined
+
+  def raise_requested_exception(self):
+    """Raises the exception request_stop() recorded, if any."""
+    with self._lock:
+      exception = self._exception_to_raise()
+      if exception is not None:
+        raise exception

@@ -21,6 +21,8 @@ def from_status(status_error, graph):
   exc_type = errors_impl.exception_type_from_error_code(code)
   node_def = None
   op = None
+  if graph is None:  # e.g. from a native thread, reported without its graph
+    return exc_type(None, None, message)
   m = _tf_session.BaseSession._NODEDEF_NAME_RE.search(message)  # pylint: disable=protected-access
   if m is not None:
     try:

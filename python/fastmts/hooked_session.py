@@ -12,6 +12,7 @@ from fastmts import basic_session_run_hooks
 from fastmts import errors
 from fastmts import fetches as fetches_lib
 from fastmts import hook_costs
+from fastmts import stock_hook_session
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
@@ -118,6 +119,8 @@ class HookedSession:
     self.coord = None
     self.plans = None
     self.graph = None
+    # What TF's own code of natively run stock hooks gets as the session.
+    self.stock_hook_session = stock_hook_session.StockHookSession(self)
 
   def attach(self, tf_sess, coord):
     self.tf_sess = tf_sess

@@ -16,7 +16,6 @@ from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import basic_session_run_hooks
 from tensorflow.python.training import monitored_session as _tf_monitored_session
-from tensorflow.python.training import queue_runner
 from tensorflow.python.util import function_utils
 
 from fastmts import _native
@@ -24,6 +23,7 @@ from fastmts import errors as fastmts_errors
 from fastmts import fetches as fetches_lib
 from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
+from fastmts.queue_runner import NativeQueueRunners
 from fastmts.session_creators import ChiefSessionCreator
 from fastmts.session_creators import Scaffold
 from fastmts.session_creators import SessionCreator
@@ -359,6 +359,7 @@ class _MonitoredSession:
       self._hooked = hooked
       self.coord = None
       self.tf_sess = None
+      self.queue_runners = None
       self._stop_grace_period_secs = stop_grace_period_secs
 
     @property
@@ -368,10 +369,12 @@ class _MonitoredSession:
     def create_session(self):
       self.tf_sess = self._session_creator.create_session()
       self.coord = Coordinator(clean_stop_exception_types=[])
+      self.queue_runners = None
       if ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
-        queue_runner.start_queue_runners(sess=self.tf_sess, coord=self.coord)
+        self.queue_runners = NativeQueueRunners(self.tf_sess, self.coord)
       self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
-      return _CoordinatedSession(self._hooked, self.coord, self._stop_grace_period_secs)
+      return _CoordinatedSession(self._hooked, self.coord, self.queue_runners,
+                                 self._stop_grace_period_secs)
 
   def _close_internal(self, exception_type=None):
     try:
@@ -389,8 +392,22 @@ class _MonitoredSession:
         self._sess = None
         self._coordinated_creator.tf_sess = None
         self._coordinated_creator.coord = None
+        self._coordinated_creator.queue_runners = None
         if not self._graph_was_finalized:
           ops.get_default_graph()._unsafe_unfinalize()  # pylint: disable=protected-access
+
+  @property
+  def coordinator(self):
+    """The Coordinator of the current session (None when closed): its
+    threads stop when it does; hooks get it in after_create_session."""
+    return self._coordinated_creator.coord
+
+  @property
+  def queue_runner_threads(self):
+    """The native threads running the graph's QueueRunners (thread-like:
+    name, is_alive(), join()); empty when there are none or when closed."""
+    runners = self._coordinated_creator.queue_runners
+    return list(runners.threads) if runners is not None else []
 
   def _is_closed(self):
     """True once closed (for tests, as in TF)."""
@@ -551,9 +568,10 @@ class _CoordinatedSession:
   _HookedSession): errors of run are weighed against the coordinator's, and
   close stops and joins its threads within the grace period."""
 
-  def __init__(self, hooked, coord, stop_grace_period_secs=120):
+  def __init__(self, hooked, coord, queue_runners, stop_grace_period_secs=120):
     self._hooked = hooked
     self._coord = coord
+    self._queue_runners = queue_runners
     self._stop_grace_period_secs = stop_grace_period_secs
 
   @property
@@ -579,6 +597,12 @@ class _CoordinatedSession:
         self._close_hooked()
       except Exception:  # pylint: disable=broad-except
         pass
+      finally:
+        # Closing the session released any native thread still blocked in
+        # TF (its run fails); none may outlive the session.
+        if self._queue_runners is not None:
+          self._queue_runners.join()
+          self._queue_runners = None
 
   def _close_hooked(self):
     hooked, self._hooked = self._hooked, None

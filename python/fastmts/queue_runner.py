@@ -1,0 +1,69 @@
+"""The graph's QueueRunners, run in native threads that never take the GIL.
+
+For each `tf.compat.v1.train.QueueRunner` in the QUEUE_RUNNERS collection,
+_native.QueueRunnerThreads runs one thread per enqueue op plus one that runs
+the cancel op when the coordinator stops, with TF's QueueRunner semantics
+(close op when the queue closes, other errors to the coordinator). Each
+thread is registered with the coordinator as a thread-like object, so
+Coordinator.join() waits for them within its grace period.
+"""
+import time
+
+from tensorflow.python.framework import ops
+
+from fastmts import _native
+from fastmts.coordinator import error_codes_of
+
+
+class NativeThread:
+  """One native queue-runner thread, with the threading.Thread API that
+  Coordinator.join and users inspect (name, is_alive, join)."""
+  daemon = True
+
+  def __init__(self, group, index):
+    self._group = group
+    self._index = index
+    self.name = group.name(index)
+
+  def is_alive(self):
+    return self._group.alive(self._index)
+
+  def join(self, timeout=None):
+    deadline = None if timeout is None else time.monotonic() + timeout
+    wait = 0.001
+    while self.is_alive() and (deadline is None or time.monotonic() < deadline):
+      time.sleep(wait)
+      wait = min(2 * wait, 0.05)
+
+  def __repr__(self):
+    return '<NativeThread %s %s>' % (self.name, 'alive' if self.is_alive() else 'stopped')
+
+
+def _op(op):
+  return None if op is None else op._c_op  # pylint: disable=protected-access
+
+
+class NativeQueueRunners:
+  """Starts the queue runners of `tf_sess`'s graph under `coord`."""
+
+  def __init__(self, tf_sess, coord, collection=ops.GraphKeys.QUEUE_RUNNERS):
+    self._tf_sess = tf_sess  # native threads use its TF_Session until joined
+    self._groups = []
+    self.threads = []
+    coord.graph = tf_sess.graph
+    for qr in tf_sess.graph.get_collection(collection):
+      group = _native.QueueRunnerThreads(
+          tf_sess, qr.name, [_op(op) for op in qr.enqueue_ops], _op(qr.close_op),
+          _op(qr.cancel_op), error_codes_of(qr.queue_closed_exception_types), coord.native)
+      self._groups.append(group)
+      for i in range(len(group)):
+        thread = NativeThread(group, i)
+        coord.register_thread(thread)
+        self.threads.append(thread)
+
+  def join(self):
+    """Blocks until every thread ended (the session must have been closed or
+    the queues cancelled, so that none stays blocked in TF)."""
+    for group in self._groups:
+      group.join()
+    self._tf_sess = None

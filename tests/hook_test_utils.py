@@ -1,0 +1,101 @@
+"""Helpers shared by the tests of the hooks fastmts runs natively.
+
+Used by test_native_stock_hooks.py, test_native_loop.py and
+test_native_more_hooks.py:
+
+* what a user observes, as expected values: ``CREATED`` (the lines
+  MonitoredSession's session manager logs while creating the session),
+  ``NAN_LOSS`` / ``DIVERGED_ERROR`` / ``DIVERGED_WARNING`` (NanTensorHook),
+  ``STEPS_10`` (the results of ten train runs from step 0);
+* :func:`tf_log`, recording what is logged to TF's logger ('tensorflow');
+* :func:`step_graph` and :func:`nan_at`, graphs whose values depend only on
+  the global step.
+"""
+
+import contextlib
+import logging
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from compat_utils import Raised
+
+v1 = tf.compat.v1
+
+NAN_LOSS = Raised(v1.train.NanLossDuringTrainingError,
+                  'NaN loss during training.')
+DIVERGED_ERROR = ('ERROR', 'Model diverged with loss = NaN.')
+DIVERGED_WARNING = ('WARNING', 'Model diverged with loss = NaN.')
+# What MonitoredSession's session manager logs while creating the session.
+CREATED = [('INFO', 'Graph was finalized.'),
+           ('INFO', 'Running local_init_op.'),
+           ('INFO', 'Done running local_init_op.')]
+# What ten runs of step_graph's `train` return, from step 0.
+STEPS_10 = [np.int64(s) for s in range(1, 11)]
+
+_ELAPSED = re.compile(r'\(\d+\.\d{3} sec\)')
+
+
+class _Recorder(logging.Handler):
+  """Appends (level, message) of every record to `lines`."""
+
+  def __init__(self, lines, workdir=None, exact=False):
+    super().__init__(logging.DEBUG)
+    self.lines = lines
+    self.workdir = workdir
+    self.exact = exact
+
+  def emit(self, record):
+    message = record.getMessage()
+    if not self.exact:
+      message = _ELAPSED.sub('(x.xxx sec)', message)
+    if self.workdir:
+      message = message.replace(self.workdir, 'DIR')
+    self.lines.append((record.levelname, message))
+
+
+@contextlib.contextmanager
+def tf_log(workdir=None, exact=False):
+  """Yields the list of (level, message) logged to TF's logger meanwhile.
+
+  LoggingTensorHook's '(1.234 sec)' becomes '(x.xxx sec)' unless `exact`
+  (for scenarios under a fake clock, where the elapsed time is exact); a
+  given `workdir` becomes 'DIR'.
+  """
+  lines = []
+  logger = logging.getLogger('tensorflow')
+  handler = _Recorder(lines, workdir=workdir, exact=exact)
+  old_level = logger.level
+  logger.addHandler(handler)
+  logger.setLevel(logging.INFO)
+  try:
+    yield lines
+  finally:
+    logger.setLevel(old_level)
+    logger.removeHandler(handler)
+
+
+def step_graph(loss_fn=lambda s: tf.cast(s, tf.float32) * 0.5):
+  """A graph whose values depend only on the step.
+
+  Returns (step, loss, train): `step` is the global step read *before* this
+  run's increment, `loss = loss_fn(step)`, and `train` increments the global
+  step after both were computed (so `train` evaluates to step + 1).
+  """
+  gs = v1.train.get_or_create_global_step()
+  step = tf.identity(gs.read_value(), name='step')
+  loss = tf.identity(loss_fn(step), name='loss')
+  with tf.control_dependencies([step, loss]):
+    train = v1.assign_add(gs, 1, name='train')
+  return step, loss, train
+
+
+def nan_at(k):
+  """loss_fn: 1 / (1 + step), and NaN at step k only."""
+
+  def loss_fn(step):
+    value = 1.0 / (1.0 + tf.cast(step, tf.float32))
+    return tf.where(tf.equal(step, k), tf.constant(np.nan, tf.float32), value)
+
+  return loss_fn
