@@ -107,6 +107,11 @@ class Coordinator:
     with self._lock:
       self._registered_threads.add(thread)
 
+  def registered_threads(self):
+    """The threads join() would wait for (a copy)."""
+    with self._lock:
+      return list(self._registered_threads)
+
   def _exception_to_raise(self):
     """The first exception (called with the lock held), or None."""
     if self._exc_info_to_raise:

@@ -37,6 +37,10 @@ _PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
 # run_steps: the session was re-created after a preemption; no result.
 _NOT_RUN = object()
 
+# How long close() lets native queue-runner threads end by themselves after
+# the stop before it takes them for blocked in TF (they end in one run).
+_NATIVE_STOP_SECS = 1.0
+
 # TF's log text when a preempted session is about to be re-created.
 _RECREATE_NOTICE = (
     'This may be due to a preemption in '
@@ -590,6 +594,7 @@ class _CoordinatedSession:
   def close(self):
     self._coord.request_stop()
     try:
+      self._release_blocked_native_threads()
       self._coord.join(stop_grace_period_secs=self._stop_grace_period_secs,
                        ignore_live_threads=True)
     finally:
@@ -603,6 +608,22 @@ class _CoordinatedSession:
         if self._queue_runners is not None:
           self._queue_runners.join()
           self._queue_runners = None
+
+  def _release_blocked_native_threads(self):
+    """Native queue-runner threads run only TF ops: after the stop (and the
+    cancel ops it runs) they end within a run, unless one is blocked inside
+    an op nothing will complete (e.g. a sync-replicas chief's take_grad).
+    TF would wait out the whole grace period for it; closing the session
+    cancels it at once. Done only when no Python thread is left to join,
+    since Python threads may still use the session in their grace period
+    (the hooks' end() already ran: nothing is lost)."""
+    if self._queue_runners is None or self._queue_runners.wait(_NATIVE_STOP_SECS):
+      return
+    native = set(self._queue_runners.threads)
+    if any(t.is_alive() for t in self._coord.registered_threads() if t not in native):
+      return
+    self._close_hooked()
+    self._queue_runners.join()
 
   def _close_hooked(self):
     hooked, self._hooked = self._hooked, None

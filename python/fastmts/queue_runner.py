@@ -15,6 +15,18 @@ from fastmts import _native
 from fastmts.coordinator import error_codes_of
 
 
+def _poll_until(done, deadline):
+  """Sleeps in growing steps until done() or the monotonic deadline (None:
+  none); returns done()."""
+  wait = 0.001
+  while not done():
+    if deadline is not None and time.monotonic() >= deadline:
+      return False
+    time.sleep(wait)
+    wait = min(2 * wait, 0.05)
+  return True
+
+
 class NativeThread:
   """One native queue-runner thread, with the threading.Thread API that
   Coordinator.join and users inspect (name, is_alive, join)."""
@@ -29,11 +41,8 @@ class NativeThread:
     return self._group.alive(self._index)
 
   def join(self, timeout=None):
-    deadline = None if timeout is None else time.monotonic() + timeout
-    wait = 0.001
-    while self.is_alive() and (deadline is None or time.monotonic() < deadline):
-      time.sleep(wait)
-      wait = min(2 * wait, 0.05)
+    _poll_until(lambda: not self.is_alive(),
+                None if timeout is None else time.monotonic() + timeout)
 
   def __repr__(self):
     return '<NativeThread %s %s>' % (self.name, 'alive' if self.is_alive() else 'stopped')
@@ -60,6 +69,11 @@ class NativeQueueRunners:
         thread = NativeThread(group, i)
         coord.register_thread(thread)
         self.threads.append(thread)
+
+  def wait(self, timeout):
+    """Waits up to `timeout` seconds for every thread to end; True if they did."""
+    return _poll_until(lambda: not any(t.is_alive() for t in self.threads),
+                       time.monotonic() + timeout)
 
   def join(self):
     """Blocks until every thread ended (the session must have been closed or
