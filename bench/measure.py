@@ -169,7 +169,29 @@ class NativeFloorRunner(SessionRunner):
         return float(self._loop(self.sess, self._fetches, steps))
 
 
-class MTSRunner(Runner):
+class MonitoredBlock:
+    """``block`` of a runner owning a MonitoredSession: uses its ``sess``,
+    ``graph``, ``model.train_op``, ``kind`` and ``name``."""
+
+    def block(self, steps):
+        run, op = self.sess.run, self.model.train_op
+        # Hooks may look at the default graph (e.g. when saving); entering it
+        # once per block costs nothing per step.
+        with self.graph.as_default():
+            t0 = time.perf_counter()
+            if self.kind == 'fastmts-loop':
+                self.sess.run_steps(op, max_steps=steps)
+            else:
+                for _ in range(steps):
+                    run(op)
+            elapsed = time.perf_counter() - t0
+        if self.sess.should_stop():
+            raise RuntimeError('%s stopped during a benchmark block'
+                               % self.name)
+        return elapsed
+
+
+class MTSRunner(MonitoredBlock, Runner):
     """A MonitoredTrainingSession (stock or fastmts) with a hooks preset."""
 
     def __init__(self, kind, graph, hooks):
@@ -206,23 +228,6 @@ class MTSRunner(Runner):
     @property
     def name(self):
         return '%s/%s' % (self.kind, self.hooks_name)
-
-    def block(self, steps):
-        run, op = self.sess.run, self.model.train_op
-        # Hooks may look at the default graph (e.g. when saving); entering it
-        # once per block costs nothing per step.
-        with self.graph.as_default():
-            t0 = time.perf_counter()
-            if self.kind == 'fastmts-loop':
-                self.sess.run_steps(op, max_steps=steps)
-            else:
-                for _ in range(steps):
-                    run(op)
-            elapsed = time.perf_counter() - t0
-        if self.sess.should_stop():
-            raise RuntimeError('%s stopped during a benchmark block'
-                               % self.name)
-        return elapsed
 
     def close(self):
         try:
@@ -314,6 +319,34 @@ class Interleaver:
         """(min, max) per-step microseconds over the recorded blocks."""
         s = self.samples.get(name)
         return (min(s) * 1e6, max(s) * 1e6) if s else None
+
+
+def pedantic_interleaved(benchmark, own, partners, steps, rounds, warmup):
+    """Times ``own`` (name -> runner) with pytest-benchmark's ``pedantic``,
+    one block of ``steps`` steps per round, the ``partners`` (name -> runner)
+    each running one block in its (untimed) ``setup`` before every timed
+    block; returns the ``Interleaver`` holding the samples of all of them."""
+    (own_name, _), = own.items()
+    inter = Interleaver({**own, **partners})
+    # With --benchmark-disable pedantic does a single setup+target call and
+    # no warmup, so record that one.
+    record_after = 0 if benchmark.disabled else warmup
+    state = {'round': 0}
+
+    def setup():
+        state['round'] += 1
+        record = state['round'] > record_after
+        for name in inter.order(state['round'], partners):
+            inter.run(name, steps, record)
+        gc.collect()  # here, not inside the timed target (it takes ~0.1 s)
+
+    def target():
+        inter.run(own_name, steps, state['round'] > record_after,
+                  collect=False)
+
+    benchmark.pedantic(target, setup=setup, rounds=rounds,
+                       warmup_rounds=warmup, iterations=1)
+    return inter
 
 
 def ratio(a, b):

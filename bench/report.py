@@ -1,6 +1,7 @@
 """Print a Markdown table of per-step costs: floors, stock MTS, fastmts.
 
     python bench/report.py [--steps N] [--repeats K] [--graphs trivial,mlp]
+    python bench/report.py --queues [--queue-steps N] [--repeats K]
 
 For each graph, every runner (floor C++, Session.run, stock and fastmts for
 each hooks preset) is built once, then blocks of N steps are run alternately
@@ -8,6 +9,7 @@ each hooks preset) is built once, then blocks of N steps are run alternately
 recorded rounds -- and the median per-step time of each runner is reported.
 All the measuring code lives in bench/measure.py (shared with the pytest
 benchmarks).  Runners that fastmts cannot provide yet show as n/a.
+``--queues`` prints the queue-fed benchmark (bench/queue_bench.py) instead.
 """
 
 import argparse
@@ -110,7 +112,14 @@ def main(argv=None):
                    help='also write medians and raw samples (us/step) here')
     p.add_argument('-q', '--quiet', action='store_true',
                    help='no progress on stderr')
+    p.add_argument('--queues', action='store_true',
+                   help='run the queue-fed benchmark (bench/queue_bench.py) '
+                   'instead')
+    p.add_argument('--queue-steps', type=int, default=None,
+                   help='with --queues: steps per block (default 1000)')
     args = p.parse_args(argv)
+    if args.queues:
+        return _queues(args)
     graphs = [g for g in args.graphs.split(',') if g]
     for g in graphs:
         if g not in measure.GRAPHS:
@@ -162,6 +171,24 @@ def main(argv=None):
             json.dump({'tensorflow': measure.tf.__version__,
                        'fastmts': fast_state, 'steps': args.steps,
                        'repeats': args.repeats, 'graphs': raw}, f, indent=1)
+    return 0
+
+
+def _queues(args):
+    """``--queues``: the queue-fed table of bench/queue_bench.py."""
+    import queue_bench
+
+    def log(msg):
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    text, raw = queue_bench.report(
+        steps=args.queue_steps or queue_bench.DEFAULT_STEPS,
+        repeats=args.repeats, log=log)
+    print(text)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(raw, f, indent=1, default=str)
     return 0
 
 

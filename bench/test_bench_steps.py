@@ -27,7 +27,6 @@ block runs twice (once as "own", once as "partner").  The partner part is
 skipped when the partner is unavailable (fastmts not built yet).
 """
 
-import gc
 import os
 
 import pytest
@@ -100,26 +99,9 @@ def _own_and_partners(runners, own_kind, other_kind, graph, hooks=None):
 def _interleaved(benchmark, group, own, partners, info):
     """Benchmark ``own`` (name -> Runner) with ``partners`` run in setup."""
     (own_name, _), = own.items()
-    inter = measure.Interleaver({**own, **partners})
-    # With --benchmark-disable pedantic does a single setup+target call and
-    # no warmup, so record that one.
-    record_after = 0 if benchmark.disabled else WARMUP
-    state = {'round': 0}
-
-    def setup():
-        state['round'] += 1
-        record = state['round'] > record_after
-        for name in inter.order(state['round'], partners):
-            inter.run(name, STEPS, record)
-        gc.collect()  # here, not inside the timed target (it takes ~0.1 s)
-
-    def target():
-        inter.run(own_name, STEPS, state['round'] > record_after,
-                  collect=False)
-
     benchmark.group = group
-    benchmark.pedantic(target, setup=setup, rounds=ROUNDS,
-                       warmup_rounds=WARMUP, iterations=1)
+    inter = measure.pedantic_interleaved(benchmark, own, partners, STEPS,
+                                         ROUNDS, WARMUP)
     med = inter.medians_us()
     benchmark.extra_info.update(info)
     benchmark.extra_info.update({

@@ -157,6 +157,152 @@ RunRequest request_from_python(py::handle plan, py::handle feed_plan, py::handle
   return r;
 }
 
+// ---- Flat fetch structures -------------------------------------------------
+
+// Fetch structures whose results are each leaf's value (None for an
+// operation): a Tensor, Operation or Variable alone, or a flat list, tuple
+// or dict of them -- what training loops and hooks fetch. Their plans are
+// found by the leaves' (and dict keys') identity, without Python, and their
+// results built here. `describe(fetches)` (Python, once per structure) gives
+// (RunPlan, layout) with layout[i] leaf i's index among the plan's fetches
+// (-1: an operation), or None when TF must build the results itself.
+class FlatPlans {
+ public:
+  enum Kind { kLeaf, kList, kTuple, kDict };
+  struct Entry {
+    bool fast;  // false: seen, and not a flat structure for this path
+    Kind kind;
+    std::vector<py::object> leaves, keys;  // held, so their ids stay theirs
+    std::vector<int> layout;
+    RunRequest request;
+  };
+  using EntryPtr = std::shared_ptr<const Entry>;
+
+  FlatPlans(py::tuple leaf_types, py::object describe)
+      : leaf_types_(std::move(leaf_types)), describe_(std::move(describe)) {}
+
+  // The entry of a flat structure, or null (not flat, or TF builds it).
+  EntryPtr find(py::handle fetches) {
+    Shape shape;
+    if (!read(fetches, &shape)) return nullptr;
+    for (const EntryPtr& e : entries_)
+      if (matches(*e, shape)) return e->fast ? e : nullptr;
+    EntryPtr e = add(fetches, shape);
+    return e && e->fast ? e : nullptr;
+  }
+
+  static py::object build(const Entry& e, const std::vector<SharedTensor>& outputs) {
+    auto value = [&](size_t i) -> py::object {
+      return e.layout[i] < 0 ? py::object(py::none()) : to_python(outputs.at(e.layout[i]));
+    };
+    const size_t n = e.layout.size();
+    switch (e.kind) {
+      case kLeaf: return value(0);
+      case kList: {
+        py::list out(n);
+        for (size_t i = 0; i < n; ++i) out[i] = value(i);
+        return std::move(out);
+      }
+      case kTuple: {
+        py::tuple out(n);
+        for (size_t i = 0; i < n; ++i) out[i] = value(i);
+        return std::move(out);
+      }
+      case kDict: {
+        py::dict out;
+        for (size_t i = 0; i < n; ++i) out[e.keys[i]] = value(i);
+        return std::move(out);
+      }
+    }
+    throw std::logic_error("fastmts: bad fetch kind");
+  }
+
+ private:
+  struct Shape {  // borrowed references, valid during one call
+    Kind kind;
+    std::vector<PyObject*> leaves, keys;
+  };
+  static constexpr size_t kMaxEntries = 32;
+
+  bool read(py::handle fetches, Shape* shape) {
+    PyObject* f = fetches.ptr();
+    if (PyList_CheckExact(f)) {
+      shape->kind = kList;
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(f); ++i) shape->leaves.push_back(PyList_GET_ITEM(f, i));
+    } else if (PyTuple_CheckExact(f)) {
+      shape->kind = kTuple;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(f); ++i) shape->leaves.push_back(PyTuple_GET_ITEM(f, i));
+    } else if (PyDict_CheckExact(f)) {
+      shape->kind = kDict;
+      PyObject *key, *value;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(f, &pos, &key, &value)) {
+        shape->keys.push_back(key);
+        shape->leaves.push_back(value);
+      }
+    } else {
+      shape->kind = kLeaf;
+      shape->leaves.push_back(f);
+    }
+    for (PyObject* leaf : shape->leaves)
+      if (!is_leaf_type(Py_TYPE(leaf))) return false;
+    return true;
+  }
+
+  static bool matches(const Entry& e, const Shape& shape) {
+    if (e.kind != shape.kind || e.leaves.size() != shape.leaves.size()) return false;
+    for (size_t i = 0; i < shape.leaves.size(); ++i)
+      if (e.leaves[i].ptr() != shape.leaves[i]) return false;
+    for (size_t i = 0; i < shape.keys.size(); ++i)
+      if (e.keys[i].ptr() != shape.keys[i]) return false;
+    return true;
+  }
+
+  // isinstance(leaf, leaf_types), remembered per exact type: TF's leaf
+  // classes are ABCs, whose isinstance check runs Python.
+  bool is_leaf_type(PyTypeObject* type) {
+    for (const auto& [known, is_leaf] : leaf_type_cache_)
+      if (known.ptr() == reinterpret_cast<PyObject*>(type)) return is_leaf;
+    const int is_leaf = PyObject_IsSubclass(reinterpret_cast<PyObject*>(type), leaf_types_.ptr());
+    if (is_leaf < 0) throw py::error_already_set();
+    leaf_type_cache_.emplace_back(
+        py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(type)), is_leaf != 0);
+    return is_leaf != 0;
+  }
+
+  // A structure that cannot be resolved (TF raises) is not cached: the
+  // caller's slow path raises TF's error.
+  EntryPtr add(py::handle fetches, const Shape& shape) {
+    py::object d;
+    try {
+      d = describe_(fetches);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_Exception)) throw;
+      return nullptr;
+    }
+    auto e = std::make_shared<Entry>();
+    e->kind = shape.kind;
+    for (PyObject* leaf : shape.leaves) e->leaves.push_back(py::reinterpret_borrow<py::object>(leaf));
+    for (PyObject* key : shape.keys) e->keys.push_back(py::reinterpret_borrow<py::object>(key));
+    e->fast = !d.is_none();
+    if (e->fast) {
+      py::tuple t = d;
+      e->request.plan = t[0].cast<std::shared_ptr<RunPlan>>();
+      e->layout = t[1].cast<std::vector<int>>();
+      if (e->layout.size() != shape.leaves.size())
+        throw std::logic_error("fastmts: bad fetch layout");
+    }
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    entries_.push_back(e);
+    return e;
+  }
+
+  py::tuple leaf_types_;  // what a fetched leaf may be (Tensor, Operation, Variable)
+  py::object describe_;
+  std::vector<std::pair<py::object, bool>> leaf_type_cache_;
+  std::vector<EntryPtr> entries_;
+};
+
 // ---- Python hooks ----------------------------------------------------------
 
 // The GIL is held while the core runs hooks and given up around TF calls.
@@ -173,7 +319,9 @@ const GilRelease kGilRelease;
 // before_run/after_run are called directly; `runner`
 // (fastmts.hooked_session._PythonHookRunner) resolves what it asks for into
 // plans and rebuilds its results. Per-step objects live in the step state
-// (run_context, options, run_metadata) that the caller of run passes.
+// (run_context, options, run_metadata) that the caller of run passes. The
+// common wish -- a SessionRunArgs of a flat structure of tensors, no feeds
+// or options -- is resolved and its results built natively (FlatPlans).
 class PyHook : public Hook {
  public:
   PyHook(py::object hook, py::object runner)
@@ -182,7 +330,10 @@ class PyHook : public Hook {
         runner_(std::move(runner)),
         resolve_(runner_.attr("resolve")),
         build_(runner_.attr("build")),
-        values_type_(runner_.attr("values_type")) {}
+        args_type_(runner_.attr("args_type")),
+        values_type_(runner_.attr("values_type")),
+        new_tuple_(py::module_::import("builtins").attr("tuple").attr("__new__")),
+        flat_(runner_.attr("leaf_types"), runner_.attr("fast_layout")) {}
 
   void after_create_session(const SessionRunner&) override {
     runner_.attr("after_create_session")();
@@ -191,8 +342,19 @@ class PyHook : public Hook {
   void before_run(StepContext& ctx, RunRequest& request) override {
     py::handle state = step_state(ctx);
     share_stop_request(ctx, state);
+    flat_entry_.reset();
     py::object wish = before_run_(state.attr("run_context"));
     if (wish.is_none()) return;
+    if (Py_TYPE(wish.ptr()) == reinterpret_cast<PyTypeObject*>(args_type_.ptr())) {
+      py::tuple args = py::reinterpret_borrow<py::tuple>(wish);  // (fetches, feed_dict, options)
+      if (args.size() == 3 && !args[0].is_none() && args[1].is_none() && args[2].is_none()) {
+        flat_entry_ = flat_.find(args[0]);
+        if (flat_entry_) {
+          request.plan = flat_entry_->request.plan;
+          return;
+        }
+      }
+    }
     py::tuple t = resolve_(state, wish);
     request = request_from_python(t[0], t[1], t[2], t[3]);
   }
@@ -202,9 +364,15 @@ class PyHook : public Hook {
     py::handle state = step_state(ctx);
     share_stop_request(ctx, state);
     if (!run_metadata.empty()) runner_.attr("take_metadata")(state, py::bytes(run_metadata));
-    py::object results = outputs ? build_(state, outputs_to_python(*outputs)) : py::none();
-    after_run_(state.attr("run_context"),
-               values_type_(results, state.attr("options"), state.attr("run_metadata")));
+    py::object results = py::none();
+    if (outputs)
+      results = flat_entry_ ? FlatPlans::build(*flat_entry_, *outputs)
+                            : build_(state, outputs_to_python(*outputs));
+    // SessionRunValues is a namedtuple: tuple.__new__ makes one without
+    // running its Python __new__.
+    py::object values = new_tuple_(
+        values_type_, py::make_tuple(results, state.attr("options"), state.attr("run_metadata")));
+    after_run_(state.attr("run_context"), values);
   }
 
   void end(const SessionRunner&) override { runner_.attr("end")(); }
@@ -218,7 +386,10 @@ class PyHook : public Hook {
   static void share_stop_request(const StepContext& ctx, py::handle state) {
     if (ctx.stop_requested()) state.attr("run_context").attr("request_stop")();
   }
-  py::object before_run_, after_run_, runner_, resolve_, build_, values_type_;
+  py::object before_run_, after_run_, runner_, resolve_, build_, args_type_, values_type_,
+      new_tuple_;
+  FlatPlans flat_;
+  FlatPlans::EntryPtr flat_entry_;  // this step's, when its wish was flat
 };
 
 std::shared_ptr<RunPlan> make_plan(const std::vector<std::pair<py::object, int>>& fetches,
@@ -295,20 +466,20 @@ py::object run_loop(HookedSession& session, py::handle plan, py::handle feed_pla
 py::handle status_error_type;  // fastmts._native.StatusError (never freed), set at import
 
 // `MonitoredSession.run(fetches)` with no feeds, options or metadata, where
-// `fetches` is a Tensor or Operation, or a flat list or tuple of them, and
-// all hooks are native: the plan is found by the leaves' identity and the
-// step runs and its results are built here, so no Python runs. Anything else
-// goes to `slow` (the Python path, same arguments), a structure not seen
-// before to `describe` first, and every failure to `failed(error, fetches)`,
+// `fetches` is a flat structure (FlatPlans): the plan is found by the
+// leaves' identity and the step runs and its results are built here, so with
+// only native hooks no Python runs (`make_state`, given when there are Python
+// hooks, makes their step state). Anything else goes to `slow` (the Python
+// path, same arguments), and every failure to `failed(error, fetches)`,
 // which raises or retries as the session's wrappers do.
 class FastRun {
  public:
-  FastRun(py::object hooked, py::tuple leaf_types, py::object describe, py::object slow,
-          py::object failed)
+  FastRun(py::object hooked, py::tuple leaf_types, py::object describe, py::object make_state,
+          py::object slow, py::object failed)
       : hooked_owner_(std::move(hooked)),
         session_(hooked_owner_.cast<HookedSession*>()),
-        leaf_types_(std::move(leaf_types)),
-        describe_(std::move(describe)),
+        plans_(std::move(leaf_types), std::move(describe)),
+        make_state_(std::move(make_state)),
         slow_(std::move(slow)),
         failed_(std::move(failed)) {}
 
@@ -317,15 +488,13 @@ class FastRun {
     if (!feed_dict.is_none() || !options.is_none() || !run_metadata.is_none() ||
         !session_->attached())
       return slow_(fetches, feed_dict, options, run_metadata);
-    Kind kind;
-    std::vector<PyObject*> leaves;
-    if (!leaves_of(fetches, &kind, &leaves)) return slow_(fetches, feed_dict, options, run_metadata);
-    const Entry* entry = find(kind, leaves);
-    if (!entry) entry = add(fetches, kind, leaves);
-    if (!entry || !entry->fast) return slow_(fetches, feed_dict, options, run_metadata);
+    FlatPlans::EntryPtr entry = plans_.find(fetches);
+    if (!entry) return slow_(fetches, feed_dict, options, run_metadata);
+    py::object state = make_state_.is_none() ? py::object(py::none()) : make_state_(fetches);
     RunResult result;
     try {
-      result = session_->run(entry->request, false, nullptr);
+      result = session_->run(entry->request, false, &state);
+      take_python_stop_request(*session_, state);
     } catch (py::error_already_set& e) {
       if (!e.matches(PyExc_Exception)) throw;  // KeyboardInterrupt and the like
       return failed_(e.value(), fetches);
@@ -336,108 +505,14 @@ class FastRun {
                          PyObject_CallFunction(PyExc_RuntimeError, "s", e.what())),
                      fetches);
     }
-    return build(*entry, result.outputs);
+    return FlatPlans::build(*entry, result.outputs);
   }
 
  private:
-  enum Kind { kLeaf = 0, kList = 1, kTuple = 2 };
-  struct Entry {
-    bool fast;  // false: seen, and not for this path
-    Kind kind;
-    std::vector<py::object> leaves;  // held, so their ids stay theirs
-    std::vector<int> layout;         // leaf -> output index, -1 for an op
-    RunRequest request;
-  };
-  static constexpr size_t kMaxEntries = 32;
-
-  // The leaves of an eligible structure; false when it is not one.
-  bool leaves_of(py::handle fetches, Kind* kind, std::vector<PyObject*>* out) {
-    PyObject* f = fetches.ptr();
-    if (PyList_CheckExact(f)) {
-      *kind = kList;
-      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(f); ++i) out->push_back(PyList_GET_ITEM(f, i));
-    } else if (PyTuple_CheckExact(f)) {
-      *kind = kTuple;
-      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(f); ++i) out->push_back(PyTuple_GET_ITEM(f, i));
-    } else {
-      *kind = kLeaf;
-      out->push_back(f);
-    }
-    for (PyObject* leaf : *out)
-      if (!is_leaf_type(Py_TYPE(leaf))) return false;
-    return true;
-  }
-
-  // isinstance(leaf, leaf_types), remembered per exact type: TF's leaf
-  // classes are ABCs, whose isinstance check runs Python.
-  bool is_leaf_type(PyTypeObject* type) {
-    for (const auto& [known, is_leaf] : leaf_type_cache_)
-      if (known.ptr() == reinterpret_cast<PyObject*>(type)) return is_leaf;
-    const int is_leaf = PyObject_IsSubclass(reinterpret_cast<PyObject*>(type), leaf_types_.ptr());
-    if (is_leaf < 0) throw py::error_already_set();
-    leaf_type_cache_.emplace_back(py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(type)),
-                                  is_leaf != 0);
-    return is_leaf != 0;
-  }
-
-  const Entry* find(Kind kind, const std::vector<PyObject*>& leaves) const {
-    for (const Entry& e : entries_) {
-      if (e.kind != kind || e.leaves.size() != leaves.size()) continue;
-      size_t i = 0;
-      while (i < leaves.size() && e.leaves[i].ptr() == leaves[i]) ++i;
-      if (i == leaves.size()) return &e;
-    }
-    return nullptr;
-  }
-
-  // describe(fetches) -> None, or (RunPlan, layout) when its results are
-  // each leaf's value alone or in the list or tuple. A structure that
-  // cannot be resolved (TF raises) goes to the slow path, which raises.
-  const Entry* add(py::handle fetches, Kind kind, const std::vector<PyObject*>& leaves) {
-    py::object d;
-    try {
-      d = describe_(fetches);
-    } catch (py::error_already_set& e) {
-      if (!e.matches(PyExc_Exception)) throw;
-      return nullptr;
-    }
-    Entry e;
-    e.kind = kind;
-    for (PyObject* leaf : leaves) e.leaves.push_back(py::reinterpret_borrow<py::object>(leaf));
-    e.fast = !d.is_none();
-    if (e.fast) {
-      py::tuple t = d;
-      e.request.plan = t[0].cast<std::shared_ptr<RunPlan>>();
-      e.layout = t[1].cast<std::vector<int>>();
-      if (e.layout.size() != leaves.size()) throw std::logic_error("fastmts: bad fetch layout");
-    }
-    if (entries_.size() >= kMaxEntries) entries_.clear();
-    entries_.push_back(std::move(e));
-    return &entries_.back();
-  }
-
-  static py::object build(const Entry& e, const std::vector<SharedTensor>& outputs) {
-    auto value = [&](size_t i) -> py::object {
-      return e.layout[i] < 0 ? py::object(py::none()) : to_python(outputs.at(e.layout[i]));
-    };
-    if (e.kind == kLeaf) return value(0);
-    const size_t n = e.layout.size();
-    if (e.kind == kList) {
-      py::list out(n);
-      for (size_t i = 0; i < n; ++i) out[i] = value(i);
-      return std::move(out);
-    }
-    py::tuple out(n);
-    for (size_t i = 0; i < n; ++i) out[i] = value(i);
-    return std::move(out);
-  }
-
   py::object hooked_owner_;  // keeps session_ alive
   HookedSession* session_;
-  py::tuple leaf_types_;  // what a fetched leaf may be (Tensor, Operation, Variable)
-  std::vector<std::pair<py::object, bool>> leaf_type_cache_;
-  py::object describe_, slow_, failed_;
-  std::vector<Entry> entries_;
+  FlatPlans plans_;
+  py::object make_state_, slow_, failed_;
 };
 
 py::object optional_step(std::optional<int64_t> step) {
@@ -673,9 +748,9 @@ PYBIND11_MODULE(_native, m) {
       });
 
   py::class_<FastRun>(m, "FastRun")
-      .def(py::init<py::object, py::tuple, py::object, py::object, py::object>(),
-           py::arg("hooked"), py::arg("leaf_types"), py::arg("describe"), py::arg("slow"),
-           py::arg("failed"))
+      .def(py::init<py::object, py::tuple, py::object, py::object, py::object, py::object>(),
+           py::arg("hooked"), py::arg("leaf_types"), py::arg("describe"), py::arg("make_state"),
+           py::arg("slow"), py::arg("failed"))
       .def("__call__", &FastRun::call, py::arg("fetches"), py::arg("feed_dict") = py::none(),
            py::arg("options") = py::none(), py::arg("run_metadata") = py::none());
 

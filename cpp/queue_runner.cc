@@ -9,10 +9,11 @@ namespace fastmts {
 namespace {
 std::atomic<int> g_live_threads{0};
 
-// Marks a thread alive for its lifetime, in its own flag and the count.
+// Ends a thread's life in its own flag and the count; both were set alive
+// before the thread started, so a thread is never seen alive but uncounted.
 class AliveScope {
  public:
-  explicit AliveScope(std::atomic<bool>* flag) : flag_(flag) { ++g_live_threads; }
+  explicit AliveScope(std::atomic<bool>* flag) : flag_(flag) {}
   ~AliveScope() {
     flag_->store(false, std::memory_order_release);
     --g_live_threads;
@@ -42,6 +43,7 @@ QueueRunnerThreads::QueueRunnerThreads(TF_Session* session, QueueRunnerSpec spec
   const size_t n = spec_.enqueue_ops.size() + (spec_.cancel_op ? 1 : 0);
   for (size_t i = 0; i < n; ++i) {
     alive_.push_back(std::make_unique<std::atomic<bool>>(true));
+    ++g_live_threads;
     names_.push_back(spec_.name + (i < spec_.enqueue_ops.size() ? "/enqueue-" + std::to_string(i)
                                                                 : std::string("/close-on-stop")));
   }

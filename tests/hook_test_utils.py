@@ -1,7 +1,7 @@
 """Helpers shared by the tests of the hooks fastmts runs natively.
 
-Used by test_native_stock_hooks.py, test_native_loop.py and
-test_native_more_hooks.py:
+Used by test_native_stock_hooks.py, test_native_loop.py,
+test_native_more_hooks.py and test_coordinator_queues.py:
 
 * what a user observes, as expected values: ``CREATED`` (the lines
   MonitoredSession's session manager logs while creating the session),
@@ -38,13 +38,16 @@ _ELAPSED = re.compile(r'\(\d+\.\d{3} sec\)')
 
 
 class _Recorder(logging.Handler):
-  """Appends (level, message) of every record to `lines`."""
+  """Appends (level, message[, has exc_info]) of every record to `lines`."""
 
-  def __init__(self, lines, workdir=None, exact=False):
+  def __init__(self, lines, workdir=None, exact=False, with_exc_info=False,
+               rewrite=None):
     super().__init__(logging.DEBUG)
     self.lines = lines
     self.workdir = workdir
     self.exact = exact
+    self.with_exc_info = with_exc_info
+    self.rewrite = rewrite
 
   def emit(self, record):
     message = record.getMessage()
@@ -52,20 +55,28 @@ class _Recorder(logging.Handler):
       message = _ELAPSED.sub('(x.xxx sec)', message)
     if self.workdir:
       message = message.replace(self.workdir, 'DIR')
-    self.lines.append((record.levelname, message))
+    if self.rewrite:
+      message = self.rewrite(message)
+    entry = (record.levelname, message)
+    if self.with_exc_info:
+      entry += (bool(record.exc_info),)
+    self.lines.append(entry)
 
 
 @contextlib.contextmanager
-def tf_log(workdir=None, exact=False):
+def tf_log(workdir=None, exact=False, with_exc_info=False, rewrite=None):
   """Yields the list of (level, message) logged to TF's logger meanwhile.
 
   LoggingTensorHook's '(1.234 sec)' becomes '(x.xxx sec)' unless `exact`
   (for scenarios under a fake clock, where the elapsed time is exact); a
-  given `workdir` becomes 'DIR'.
+  given `workdir` becomes 'DIR'; a given `rewrite` (str -> str) is applied
+  to every message last.  With `with_exc_info`, each entry has a third
+  element: whether the record carries exc_info.
   """
   lines = []
   logger = logging.getLogger('tensorflow')
-  handler = _Recorder(lines, workdir=workdir, exact=exact)
+  handler = _Recorder(lines, workdir=workdir, exact=exact,
+                      with_exc_info=with_exc_info, rewrite=rewrite)
   old_level = logger.level
   logger.addHandler(handler)
   logger.setLevel(logging.INFO)

@@ -48,6 +48,7 @@ from fastmts.monitored_session import MonitoredSession
 from fastmts.monitored_session import MonitoredTrainingSession
 from fastmts.monitored_session import SingularMonitoredSession
 from fastmts.monitored_session import USE_DEFAULT
+from fastmts.recovery import RecoveryPolicy
 from fastmts.session_creators import ChiefSessionCreator
 from fastmts.session_creators import Scaffold
 from fastmts.session_creators import SessionCreator
@@ -70,5 +71,5 @@ __all__ = [
     'StopAtStepHook', 'NanTensorHook', 'NanLossDuringTrainingError', 'LoggingTensorHook',
     'CheckpointSaverHook', 'CheckpointSaverListener', 'StepCounterHook', 'SummarySaverHook',
     'GlobalStepWaiterHook', 'FinalOpsHook', 'FeedFnHook', 'ProfilerHook', 'SecondOrStepTimer',
-    'USE_DEFAULT', 'native_floor_loop', 'patch', 'unpatch', 'is_patched', 'report_hook_costs',
+    'USE_DEFAULT', 'RecoveryPolicy', 'native_floor_loop', 'patch', 'unpatch', 'is_patched', 'report_hook_costs',
 ]

@@ -40,9 +40,9 @@ class Coordinator:
     self.native = _native.Coordinator()
     self.native.set_clean_stop_codes(error_codes_of(self._clean_stop_exception_types))
     self._exc_info_to_raise = None  # a Python exception's exc_info
+    self._native_exception = None   # a native thread's error, as raised
     self._joined = False
     self._registered_threads = set()
-    self.graph = None  # where native errors come from, for their messages
 
   def _filter_exception(self, ex):
     ex2 = ex[1] if isinstance(ex, tuple) else ex
@@ -73,10 +73,12 @@ class Coordinator:
             self._exc_info_to_raise = sys.exc_info()
           if (len(self._exc_info_to_raise) != 3 or not self._exc_info_to_raise[0] or
               not self._exc_info_to_raise[1]):
-            # As TF: record the misuse itself, since raising is not an option here.
+            # TF means to record this misuse as a ValueError, but formats the
+            # exc_info tuple with '%', which raises TypeError out of
+            # request_stop before stop is set; fastmts does what TF does.
             try:
               raise ValueError('ex must be a tuple or sys.exc_info must return the current '
-                               'exception: %s' % (self._exc_info_to_raise,))
+                               'exception: %s' % self._exc_info_to_raise)
             except ValueError:
               self._exc_info_to_raise = sys.exc_info()
         self.native.request_stop()
@@ -86,6 +88,7 @@ class Coordinator:
     with self._lock:
       self._joined = False
       self._exc_info_to_raise = None
+      self._native_exception = None
       self.native.clear_stop()
 
   def should_stop(self):
@@ -112,14 +115,21 @@ class Coordinator:
     with self._lock:
       return list(self._registered_threads)
 
-  def _exception_to_raise(self):
-    """The first exception (called with the lock held), or None."""
+  def _raise_first_exception(self):
+    """Raises the first exception reported, if any (called with the lock)."""
     if self._exc_info_to_raise:
-      return self._exc_info_to_raise[1]
-    native = self.native.native_error()
-    if native is not None:
-      return fastmts_errors.from_status(fastmts_errors.StatusError(*native), self.graph)
-    return None
+      raise self._exc_info_to_raise[1]  # as TF, even when that is None
+    if self._native_exception is None:
+      native = self.native.native_error()
+      if native is None:
+        return
+      # As TF's queue runners see it (a callable's error): the bare message.
+      # TF logs it from the failing thread; a native thread cannot take the
+      # GIL, so the line is logged here, the first time it is seen.
+      ex = fastmts_errors.from_status(fastmts_errors.StatusError(*native), None)
+      logging.info('Error reported to Coordinator: %s, %s', type(ex), compat.as_str_any(ex))
+      self._native_exception = ex
+    raise self._native_exception
 
   def join(self, threads=None, stop_grace_period_secs=120, ignore_live_threads=False):
     """Waits for the threads to stop (see TF's Coordinator.join): raises the
@@ -144,9 +154,7 @@ class Coordinator:
     with self._lock:
       self._joined = True
       self._registered_threads = set()
-      exception = self._exception_to_raise()
-      if exception is not None:
-        raise exception
+      self._raise_first_exception()
       if stragglers:
         if ignore_live_threads:
           logging.info('Coordinator stopped with threads still running: %s', ' '.join(stragglers))
@@ -161,6 +169,4 @@ class Coordinator:
   def raise_requested_exception(self):
     """Raises the exception request_stop() recorded, if any."""
     with self._lock:
-      exception = self._exception_to_raise()
-      if exception is not None:
-        raise exception
+      self._raise_first_exception()

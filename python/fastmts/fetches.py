@@ -206,10 +206,11 @@ class PlanCache:
 
   def fast_layout(self, fetches):
     """(RunPlan, layout) when the results of `fetches` (a leaf, or a flat
-    list or tuple of leaves) are each leaf's fetched value, or None for an
+    list, tuple or dict of leaves) are each leaf's fetched value, or None for an
     operation: layout[i] is leaf i's index among the plan's fetches, or -1.
     None when the results need TF's own building (e.g. session handles)."""
-    leaves = fetches if type(fetches) in (list, tuple) else [fetches]
+    t = type(fetches)
+    leaves = fetches if t in (list, tuple) else list(fetches.values()) if t is dict else [fetches]
     handler = _tf_session._FetchHandler(self._graph, fetches, {})  # pylint: disable=protected-access
     if handler._fetch_handles:  # pylint: disable=protected-access
       return None

@@ -53,11 +53,16 @@ class _PythonHookRunner:
   """The Python side of one Python hook in the native dispatch, which calls
   the hook's before_run/after_run itself and this for the rest."""
 
+  args_type = SessionRunArgs
   values_type = SessionRunValues
+  leaf_types = fetches_lib.LEAF_TYPES
 
   def __init__(self, hook, session):
     self._hook = hook
     self._session = session  # the HookedSession: current tf session, coord, plans
+
+  def fast_layout(self, fetches):
+    return self._session.fast_layout(fetches)
 
   def after_create_session(self):
     self._hook.after_create_session(self._session.tf_sess, self._session.coord)
@@ -168,9 +173,13 @@ class HookedSession:
   def end(self):
     self._native.end()
 
-  def _step_state(self, fetches, feed_dict, options=None, run_metadata=None):
+  def step_state(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    """What the Python hooks of one step share (see _StepState)."""
+    # tuple.__new__ builds the SessionRunArgs namedtuple without running
+    # its two Python-level constructors (this is once per step).
+    original_args = tuple.__new__(SessionRunArgs, (fetches, feed_dict, None))
     return _StepState(
-        SessionRunContext(original_args=SessionRunArgs(fetches, feed_dict), session=self.tf_sess),
+        SessionRunContext(original_args=original_args, session=self.tf_sess),
         options or config_pb2.RunOptions(),
         run_metadata or config_pb2.RunMetadata())
 
@@ -181,7 +190,7 @@ class HookedSession:
     plan, feed_plan, values = self.plans.plan_for(fetches, feed_dict)
     make_state = None
     if self._python_hooks:
-      make_state = lambda: self._step_state(fetches, feed_dict)
+      make_state = lambda: self.step_state(fetches, feed_dict)
     try:
       outputs = self._native.run_loop(plan.native, feed_plan, values,
                                       -1 if max_steps is None else max_steps,
@@ -194,7 +203,7 @@ class HookedSession:
     plan, feed_plan, values = self.plans.plan_for(fetches, feed_dict)
     state = None
     if self._python_hooks:
-      state = self._step_state(fetches, feed_dict, options, run_metadata)
+      state = self.step_state(fetches, feed_dict, options, run_metadata)
       options = state.options
     serialized_options = options.SerializeToString() if options is not None else None
     try:

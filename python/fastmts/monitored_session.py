@@ -8,6 +8,7 @@ close are rare and stay in Python; the step itself is native.
 """
 import numbers
 import os
+import time
 import weakref
 
 from tensorflow.python.distribute import distribute_coordinator_context
@@ -23,7 +24,9 @@ from fastmts import errors as fastmts_errors
 from fastmts import fetches as fetches_lib
 from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
+from fastmts import queue_runner
 from fastmts.queue_runner import NativeQueueRunners
+from fastmts.recovery import RecoveryPolicy
 from fastmts.session_creators import ChiefSessionCreator
 from fastmts.session_creators import Scaffold
 from fastmts.session_creators import SessionCreator
@@ -37,9 +40,9 @@ _PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
 # run_steps: the session was re-created after a preemption; no result.
 _NOT_RUN = object()
 
-# How long close() lets native queue-runner threads end by themselves after
-# the stop before it takes them for blocked in TF (they end in one run).
-_NATIVE_STOP_SECS = 1.0
+# How long close() lets queue-runner threads end by themselves after the
+# stop before it takes them for blocked in TF (they end within one run).
+_QUEUE_RUNNER_STOP_SECS = 1.0
 
 # TF's log text when a preempted session is about to be re-created.
 _RECREATE_NOTICE = (
@@ -79,7 +82,7 @@ def _create_monitored_session_with_worker_context(
     worker_context, scaffold, checkpoint_dir=None, hooks=None, chief_only_hooks=None,
     save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
     config=None, stop_grace_period_secs=120, log_step_count_steps=100, max_wait_secs=7200,
-    save_checkpoint_steps=None, summary_dir=None, save_graph_def=True):
+    save_checkpoint_steps=None, summary_dir=None, save_graph_def=True, recovery=None):
   """MonitoredTrainingSession under a distribute-coordinator worker context:
   TF's rules for which task writes summaries and checkpoints, and where."""
   all_hooks = list(hooks or [])
@@ -127,7 +130,7 @@ def _create_monitored_session_with_worker_context(
   session_creator = worker_context.session_creator(
       scaffold, config=config, checkpoint_dir=checkpoint_dir, max_wait_secs=max_wait_secs)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
-                          stop_grace_period_secs=stop_grace_period_secs)
+                          stop_grace_period_secs=stop_grace_period_secs, recovery=recovery)
 
 
 def MonitoredTrainingSession(  # pylint: disable=invalid-name
@@ -146,9 +149,14 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     max_wait_secs=7200,
     save_checkpoint_steps=USE_DEFAULT,
     summary_dir=None,
-    save_graph_def=True):
+    save_graph_def=True,
+    *,
+    recovery=None):
   """Creates a `MonitoredSession` for training, as
   `tf.compat.v1.train.MonitoredTrainingSession` does.
+
+  `recovery` (fastmts only): a RecoveryPolicy bounding re-creations of a
+  preempted session, with backoff; None retries forever, as TF.
 
   For a chief, sets up initialization/restoring and the default hooks (step
   counter, summaries, and checkpoints when `checkpoint_dir` is set, with
@@ -185,13 +193,13 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
         config=config, stop_grace_period_secs=stop_grace_period_secs,
         log_step_count_steps=log_step_count_steps, max_wait_secs=max_wait_secs,
         save_checkpoint_steps=save_checkpoint_steps, summary_dir=summary_dir,
-        save_graph_def=save_graph_def)
+        save_graph_def=save_graph_def, recovery=recovery)
 
   if not is_chief:
     session_creator = WorkerSessionCreator(
         scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs)
     return MonitoredSession(session_creator=session_creator, hooks=hooks or [],
-                            stop_grace_period_secs=stop_grace_period_secs)
+                            stop_grace_period_secs=stop_grace_period_secs, recovery=recovery)
 
   all_hooks = list(chief_only_hooks or [])
   session_creator = ChiefSessionCreator(
@@ -209,13 +217,14 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   if hooks:
     all_hooks.extend(hooks)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
-                          stop_grace_period_secs=stop_grace_period_secs)
+                          stop_grace_period_secs=stop_grace_period_secs, recovery=recovery)
 
 
 class _MonitoredSession:
   """See `MonitoredSession` or `SingularMonitoredSession`."""
 
-  def __init__(self, session_creator, hooks, should_recover, stop_grace_period_secs=120):
+  def __init__(self, session_creator, hooks, should_recover, stop_grace_period_secs=120,
+               recovery=None):
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
     for h in self._hooks:
@@ -227,21 +236,22 @@ class _MonitoredSession:
         session_creator=session_creator or ChiefSessionCreator(),
         hooked=HookedSession(self._hooks),
         stop_grace_period_secs=stop_grace_period_secs)
+    if recovery is not None and not isinstance(recovery, RecoveryPolicy):
+      raise TypeError('recovery must be a fastmts.RecoveryPolicy or None, got %r' % (recovery,))
     if should_recover:
-      self._sess = _RecoverableSession(self._coordinated_creator)
+      self._sess = _RecoverableSession(self._coordinated_creator, recovery)
     else:
       self._sess = self._coordinated_creator.create_session()
     self._run = self._fast_run_of(self._coordinated_creator.hooked)
 
   def _fast_run_of(self, hooked):
-    """run() itself: the native fast path when every hook is native. It
-    reaches back only through a weak proxy (a native object in a reference
-    cycle would never be collected)."""
-    if hooked.has_python_hooks:
-      return self._slow_run
+    """run() itself: the native fast path (no Python at all when every hook
+    is native). It reaches back only through a weak proxy (a native object
+    in a reference cycle would never be collected)."""
     me = weakref.proxy(self)
     return _native.FastRun(
         hooked.native, fetches_lib.LEAF_TYPES, hooked.fast_layout,
+        hooked.step_state if hooked.has_python_hooks else None,
         lambda *args: me._slow_run(*args),  # pylint: disable=protected-access
         lambda error, fetches: me._fast_run_failed(error, fetches))  # pylint: disable=protected-access
 
@@ -433,9 +443,10 @@ class MonitoredSession(_MonitoredSession):
   `StopIteration`. `AbortedError`/`UnavailableError` re-create the session.
   """
 
-  def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120):
+  def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120, *,
+               recovery=None):
     super().__init__(session_creator, hooks, should_recover=True,
-                     stop_grace_period_secs=stop_grace_period_secs)
+                     stop_grace_period_secs=stop_grace_period_secs, recovery=recovery)
 
 
 class SingularMonitoredSession(_MonitoredSession):
@@ -457,9 +468,27 @@ class SingularMonitoredSession(_MonitoredSession):
 class _RecoverableSession:
   """Re-creates the wrapped session on AbortedError / UnavailableError."""
 
-  def __init__(self, sess_creator):
+  def __init__(self, sess_creator, policy=None):
     self._sess_creator = sess_creator
+    self._policy = policy  # None: TF's retry forever, at once
+    self._recreations = 0  # consecutive, since the last successful step
+    self._steps_at_last_recreation = None
     self._sess = self._create_session()
+
+  def _before_recreating(self):
+    """Called in the handler of a preemption error, before a re-creation:
+    with a policy, re-raises the error once the bound is passed, else waits
+    the backoff. A step run since the last re-creation resets the count."""
+    if self._policy is None:
+      return
+    steps = self._sess_creator.hooked.steps_run
+    if steps != self._steps_at_last_recreation:
+      self._recreations = 0
+    self._steps_at_last_recreation = steps
+    self._recreations += 1
+    if not self._policy.allows(self._recreations):
+      raise  # pylint: disable=misplaced-bare-raise
+    time.sleep(self._policy.pause_before(self._recreations))
 
   @property
   def graph(self):
@@ -470,6 +499,7 @@ class _RecoverableSession:
       try:
         return self._sess_creator.create_session()
       except _PREEMPTION_ERRORS as e:
+        self._before_recreating()
         logging.info(
             'An error was raised while a session was being created. '
             'This may be due to a preemption of a connected worker '
@@ -486,6 +516,7 @@ class _RecoverableSession:
         return self._sess._check_stop()  # pylint: disable=protected-access
       return True
     except _PREEMPTION_ERRORS as e:
+      self._before_recreating()
       logging.info('An error was raised while considering whether the '
                    'session is complete. ' + _RECREATE_NOTICE, e)
       self.close()
@@ -519,6 +550,7 @@ class _RecoverableSession:
         return self._sess.run(fetches, feed_dict=feed_dict, options=options,
                               run_metadata=run_metadata)
       except _PREEMPTION_ERRORS as e:
+        self._before_recreating()
         self._log_preemption(e)
         self.close()
         self._sess = None
@@ -529,6 +561,7 @@ class _RecoverableSession:
     try:
       return self._sess.run_failed(error, fetches)
     except _PREEMPTION_ERRORS as e:
+      self._before_recreating()
       self._log_preemption(e)
       self.close()
       self._sess = None
@@ -542,6 +575,7 @@ class _RecoverableSession:
         self._sess = self._create_session()
       return self._sess.run_steps(fetches, max_steps, feed_dict)
     except _PREEMPTION_ERRORS as e:
+      self._before_recreating()
       self._log_preemption(e)
       self.close()
       self._sess = self._create_session()
@@ -555,6 +589,7 @@ class _RecoverableSession:
         run_with_hooks = self._sess.run
         return self._sess.run_step_fn(step_fn, raw_session, run_with_hooks)
       except _PREEMPTION_ERRORS as e:
+        self._before_recreating()
         self._log_preemption(e)
         self.close()
         self._sess = None
@@ -594,7 +629,7 @@ class _CoordinatedSession:
   def close(self):
     self._coord.request_stop()
     try:
-      self._release_blocked_native_threads()
+      self._release_threads_blocked_in_tf()
       self._coord.join(stop_grace_period_secs=self._stop_grace_period_secs,
                        ignore_live_threads=True)
     finally:
@@ -609,21 +644,25 @@ class _CoordinatedSession:
           self._queue_runners.join()
           self._queue_runners = None
 
-  def _release_blocked_native_threads(self):
-    """Native queue-runner threads run only TF ops: after the stop (and the
-    cancel ops it runs) they end within a run, unless one is blocked inside
-    an op nothing will complete (e.g. a sync-replicas chief's take_grad).
-    TF would wait out the whole grace period for it; closing the session
-    cancels it at once. Done only when no Python thread is left to join,
-    since Python threads may still use the session in their grace period
-    (the hooks' end() already ran: nothing is lost)."""
-    if self._queue_runners is None or self._queue_runners.wait(_NATIVE_STOP_SECS):
+  def _release_threads_blocked_in_tf(self):
+    """Queue-runner threads (fastmts's native ones, and TF's QueueRunner
+    threads that hooks start, e.g. SyncReplicasOptimizer's chief runner)
+    run only TF ops: after the stop and its cancel ops they end within a
+    run, unless one is blocked in an op nothing will complete (such as the
+    sync-replicas chief's take_grad). TF would wait out the whole grace
+    period for it; closing the session cancels it at once. Done only when
+    such threads are all that is left, since other Python threads may still
+    use the session in their grace period (the hooks' end() already ran:
+    nothing is lost)."""
+    alive = [t for t in self._coord.registered_threads() if t.is_alive()]
+    if not alive or not all(queue_runner.runs_only_tf_ops(t) for t in alive):
       return
-    native = set(self._queue_runners.threads)
-    if any(t.is_alive() for t in self._coord.registered_threads() if t not in native):
+    if queue_runner.poll_until(lambda: not any(t.is_alive() for t in alive),
+                               time.monotonic() + _QUEUE_RUNNER_STOP_SECS):
       return
     self._close_hooked()
-    self._queue_runners.join()
+    if self._queue_runners is not None:
+      self._queue_runners.join()
 
   def _close_hooked(self):
     hooked, self._hooked = self._hooked, None

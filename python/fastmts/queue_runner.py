@@ -10,12 +10,22 @@ Coordinator.join() waits for them within its grace period.
 import time
 
 from tensorflow.python.framework import ops
+from tensorflow.python.training import queue_runner_impl as _tf_queue_runner
 
 from fastmts import _native
 from fastmts.coordinator import error_codes_of
 
 
-def _poll_until(done, deadline):
+def runs_only_tf_ops(thread):
+  """True for a queue-runner thread: a native one, or a Python thread
+  running one of TF's QueueRunner loops (it only runs TF ops)."""
+  if isinstance(thread, NativeThread):
+    return True
+  target = getattr(thread, '_target', None)
+  return isinstance(getattr(target, '__self__', None), _tf_queue_runner.QueueRunner)
+
+
+def poll_until(done, deadline):
   """Sleeps in growing steps until done() or the monotonic deadline (None:
   none); returns done()."""
   wait = 0.001
@@ -41,7 +51,7 @@ class NativeThread:
     return self._group.alive(self._index)
 
   def join(self, timeout=None):
-    _poll_until(lambda: not self.is_alive(),
+    poll_until(lambda: not self.is_alive(),
                 None if timeout is None else time.monotonic() + timeout)
 
   def __repr__(self):
@@ -59,7 +69,6 @@ class NativeQueueRunners:
     self._tf_sess = tf_sess  # native threads use its TF_Session until joined
     self._groups = []
     self.threads = []
-    coord.graph = tf_sess.graph
     for qr in tf_sess.graph.get_collection(collection):
       group = _native.QueueRunnerThreads(
           tf_sess, qr.name, [_op(op) for op in qr.enqueue_ops], _op(qr.close_op),
@@ -72,7 +81,7 @@ class NativeQueueRunners:
 
   def wait(self, timeout):
     """Waits up to `timeout` seconds for every thread to end; True if they did."""
-    return _poll_until(lambda: not any(t.is_alive() for t in self.threads),
+    return poll_until(lambda: not any(t.is_alive() for t in self.threads),
                        time.monotonic() + timeout)
 
   def join(self):
