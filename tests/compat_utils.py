@@ -10,6 +10,7 @@ implementation under test and compares the results with :func:`assert_same`.
 """
 
 import collections
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -184,3 +185,18 @@ def recording_hook_class(impl):
       self._maybe_raise('end')
 
   return RecordingHook
+
+
+def child_env():
+  """os.environ for a child Python process that must import the same fastmts
+  as this one: wherever it was imported from here (the checkout's python/
+  directory in development, site-packages once installed) comes first."""
+  env = dict(os.environ)
+  env['TF_CPP_MIN_LOG_LEVEL'] = '2'
+  try:
+    import fastmts  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return env
+  where = os.path.dirname(os.path.dirname(os.path.abspath(fastmts.__file__)))
+  env['PYTHONPATH'] = os.pathsep.join(p for p in (where, env.get('PYTHONPATH')) if p)
+  return env

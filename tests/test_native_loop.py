@@ -28,15 +28,12 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.training import training_util
 
-from compat_utils import (TF_IMPL, Raised, ckpt_files, outcome, raised,
+from compat_utils import (TF_IMPL, Raised, child_env, ckpt_files, outcome, raised,
                           recording_hook_class)
 from hook_test_utils import (CREATED, DIVERGED_ERROR, DIVERGED_WARNING,
                              NAN_LOSS, nan_at, step_graph, tf_log)
 
 v1 = tf.compat.v1
-
-_PYTHON_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'python')
 
 _UNSET = object()
 
@@ -670,11 +667,7 @@ _SIGINT_CHILD = textwrap.dedent('''
 
 def test_run_steps_sigint(fastmts):
   del fastmts  # imported by the child
-  env = dict(os.environ)
-  env['PYTHONPATH'] = os.pathsep.join(
-      p for p in (_PYTHON_DIR, env.get('PYTHONPATH')) if p)
-  env['TF_CPP_MIN_LOG_LEVEL'] = '2'
-  proc = subprocess.run([sys.executable, '-c', _SIGINT_CHILD], env=env,
+  proc = subprocess.run([sys.executable, '-c', _SIGINT_CHILD], env=child_env(),
                         capture_output=True, text=True, timeout=60,
                         check=False)
   report = '\n'.join(['rc=%s' % proc.returncode, 'stdout:', proc.stdout,

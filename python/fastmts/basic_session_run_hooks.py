@@ -7,6 +7,7 @@ per-step work runs in C++ instead of its Python methods; a subclass (which
 may override anything) runs through the Python dispatch unchanged.
 """
 import contextlib
+import weakref
 
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.framework import dtypes
@@ -124,9 +125,11 @@ class _NativeLoggingTensor:
     timer = hook._timer  # pylint: disable=protected-access
     never = isinstance(timer, _tf_hooks.NeverTriggerTimer)
 
+    me = weakref.proxy(self)  # the native hook's callbacks must not keep it alive
+
     def log(iter_count, values):
       hook._iter_count = iter_count  # pylint: disable=protected-access
-      with _timer_handed_back(self.native, timer):
+      with _timer_handed_back(me.native, timer):
         hook._log_tensors(plan.build(values))  # pylint: disable=protected-access
 
     def on_end(iter_count):
@@ -156,6 +159,8 @@ class _NativeGlobalStepGated:
     as_step = step.dtype.as_numpy_dtype
     track_stuck = type(hook) is _tf_hooks.StepCounterHook
 
+    me = weakref.proxy(self)  # the native hook's callbacks must not keep it alive
+
     def restore_last_step(last_step):
       if track_stuck:
         hook._last_global_step = None if last_step is None else as_step(last_step)  # pylint: disable=protected-access
@@ -166,7 +171,7 @@ class _NativeGlobalStepGated:
       # they get TF's raw session, as in TF.
       session = owner.stock_hook_session if track_stuck else owner.tf_sess
       run_context = SessionRunContext(original_args=SessionRunArgs(None), session=session)
-      with _timer_handed_back(self.native, timer):
+      with _timer_handed_back(me.native, timer):
         hook.after_run(run_context, SessionRunValues(
             results=as_step(stale_step), options=config_pb2.RunOptions(),
             run_metadata=config_pb2.RunMetadata()))
@@ -174,12 +179,12 @@ class _NativeGlobalStepGated:
 
     def after_create_session(last_step):
       del last_step
-      with _timer_handed_back(self.native, timer):
+      with _timer_handed_back(me.native, timer):
         hook.after_create_session(owner.tf_sess, owner.coord)
 
     def end(last_step):
       restore_last_step(last_step)
-      with _timer_handed_back(self.native, timer):
+      with _timer_handed_back(me.native, timer):
         hook.end(owner.tf_sess)
 
     last = getattr(hook, '_last_global_step', None) if track_stuck else None
@@ -210,22 +215,23 @@ class _NativeStepScheduled:
     as_step = step.dtype.as_numpy_dtype
     self._is_summary = type(hook) is _tf_hooks.SummarySaverHook
     self._summary_plan = None
+    me = weakref.proxy(self)  # the native hook's callbacks must not keep it alive
 
     def act(stale_step, next_step, requested, extra, run_metadata):
       hook._next_step = None if next_step is None else as_step(next_step)  # pylint: disable=protected-access
       hook._request_summary = requested  # pylint: disable=protected-access
       results = {'global_step': as_step(stale_step)}
-      if extra is not None and self._summary_plan is not None:
-        results['summary'] = self._summary_plan.build(extra)
+      if extra is not None and me._summary_plan is not None:  # pylint: disable=protected-access
+        results['summary'] = me._summary_plan.build(extra)  # pylint: disable=protected-access
       metadata = config_pb2.RunMetadata()
       if run_metadata is not None:
         metadata.ParseFromString(run_metadata)
       options = config_pb2.RunOptions()
-      if requested and not self._is_summary:
+      if requested and not me._is_summary:  # pylint: disable=protected-access
         options.trace_level = config_pb2.RunOptions.FULL_TRACE
       run_context = SessionRunContext(original_args=SessionRunArgs(None),
                                       session=owner.stock_hook_session)
-      with _timer_handed_back(self.native, timer):
+      with _timer_handed_back(me.native, timer):
         hook.after_run(run_context, SessionRunValues(results=results, options=options,
                                                      run_metadata=metadata))
       next_step = hook._next_step  # pylint: disable=protected-access
@@ -234,7 +240,7 @@ class _NativeStepScheduled:
     self.native = _native.StepScheduledHook(
         *_output(step), _optional_float(timer._every_secs),  # pylint: disable=protected-access
         _optional_float(timer._every_steps), self._is_summary, not self._is_summary, act,  # pylint: disable=protected-access
-        self._end)
+        lambda: me._end())  # pylint: disable=protected-access,unnecessary-lambda
 
   def _end(self):
     # TF's hook object ends with the step it expects next, as in TF.
@@ -281,7 +287,10 @@ class _NativeFeedFn:
   def __init__(self, hook, owner):
 
     def feeds():
-      plan, values = owner.plans.feeds(hook.feed_fn())
+      feed_dict = hook.feed_fn()
+      if not feed_dict:  # TF: SessionRunArgs(None, feed_dict=None or {}) feeds nothing
+        return None, None
+      plan, values = owner.plans.feeds(feed_dict)
       return plan.native, values
 
     self.native = _native.FeedFnHook(feeds)

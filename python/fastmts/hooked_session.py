@@ -5,6 +5,8 @@ A native hook (see basic_session_run_hooks) runs there without Python; a
 Python hook is wrapped in a _PythonHookRunner that the native dispatch calls
 with the GIL held.
 """
+import weakref
+
 from tensorflow.core.protobuf import config_pb2
 
 from fastmts import _native
@@ -105,17 +107,20 @@ class HookedSession:
 
   def __init__(self, hooks):
     native_hooks = []
-    self._accelerated = []  # stand-ins of stock hooks, synced after attach
+    self._stand_ins = []  # of stock hooks; their native hooks' callbacks hold them weakly
     self._python_hooks = 0
+    # The native hooks hold Python callables that reach back here; a cycle
+    # through a native object is invisible to the garbage collector, so
+    # they hold this session only weakly.
+    me = weakref.proxy(self)
     for hook in hooks:
-      stand_in = basic_session_run_hooks.native_hook_of(hook, self)
+      stand_in = basic_session_run_hooks.native_hook_of(hook, me)
       if stand_in is None:
-        native_hooks.append(_native.PythonHook(hook, _PythonHookRunner(hook, self)))
+        native_hooks.append(_native.PythonHook(hook, _PythonHookRunner(hook, me)))
         self._python_hooks += 1
       else:
         native_hooks.append(stand_in.native)
-        if hasattr(stand_in, 'after_attach'):
-          self._accelerated.append(stand_in)
+        self._stand_ins.append(stand_in)
     self._native = _native.HookedSession(native_hooks)
     self._hook_names = [type(hook).__name__ for hook in hooks]
     if hook_costs.enabled():
@@ -133,8 +138,9 @@ class HookedSession:
     self.graph = tf_sess.graph
     self.plans = fetches_lib.PlanCache(tf_sess.graph, tf_sess)
     self._native.attach(tf_sess)
-    for stand_in in self._accelerated:
-      stand_in.after_attach()
+    for stand_in in self._stand_ins:
+      if hasattr(stand_in, 'after_attach'):
+        stand_in.after_attach()
 
   def detach(self):
     self._native.detach()
