@@ -82,7 +82,8 @@ def _create_monitored_session_with_worker_context(
     worker_context, scaffold, checkpoint_dir=None, hooks=None, chief_only_hooks=None,
     save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
     config=None, stop_grace_period_secs=120, log_step_count_steps=100, max_wait_secs=7200,
-    save_checkpoint_steps=None, summary_dir=None, save_graph_def=True, recovery=None):
+    save_checkpoint_steps=None, summary_dir=None, save_graph_def=True, recovery=None,
+    end_on_interrupt=False):
   """MonitoredTrainingSession under a distribute-coordinator worker context:
   TF's rules for which task writes summaries and checkpoints, and where."""
   all_hooks = list(hooks or [])
@@ -130,7 +131,8 @@ def _create_monitored_session_with_worker_context(
   session_creator = worker_context.session_creator(
       scaffold, config=config, checkpoint_dir=checkpoint_dir, max_wait_secs=max_wait_secs)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
-                          stop_grace_period_secs=stop_grace_period_secs, recovery=recovery)
+                          stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
+                          end_on_interrupt=end_on_interrupt)
 
 
 def MonitoredTrainingSession(  # pylint: disable=invalid-name
@@ -151,12 +153,17 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     summary_dir=None,
     save_graph_def=True,
     *,
-    recovery=None):
+    recovery=None,
+    end_on_interrupt=False):
   """Creates a `MonitoredSession` for training, as
   `tf.compat.v1.train.MonitoredTrainingSession` does.
 
-  `recovery` (fastmts only): a RecoveryPolicy bounding re-creations of a
-  preempted session, with backoff; None retries forever, as TF.
+  fastmts only, keyword arguments:
+    recovery: a RecoveryPolicy bounding re-creations of a preempted session,
+      with backoff; None retries forever, as TF.
+    end_on_interrupt: when the `with` block ends by KeyboardInterrupt (Ctrl-C),
+      still run the hooks' end() -- the final checkpoint, FinalOpsHook,
+      summaries -- before closing; TF skips end() on any exception.
 
   For a chief, sets up initialization/restoring and the default hooks (step
   counter, summaries, and checkpoints when `checkpoint_dir` is set, with
@@ -193,13 +200,14 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
         config=config, stop_grace_period_secs=stop_grace_period_secs,
         log_step_count_steps=log_step_count_steps, max_wait_secs=max_wait_secs,
         save_checkpoint_steps=save_checkpoint_steps, summary_dir=summary_dir,
-        save_graph_def=save_graph_def, recovery=recovery)
+        save_graph_def=save_graph_def, recovery=recovery, end_on_interrupt=end_on_interrupt)
 
   if not is_chief:
     session_creator = WorkerSessionCreator(
         scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs)
     return MonitoredSession(session_creator=session_creator, hooks=hooks or [],
-                            stop_grace_period_secs=stop_grace_period_secs, recovery=recovery)
+                            stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
+                            end_on_interrupt=end_on_interrupt)
 
   all_hooks = list(chief_only_hooks or [])
   session_creator = ChiefSessionCreator(
@@ -217,14 +225,16 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   if hooks:
     all_hooks.extend(hooks)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
-                          stop_grace_period_secs=stop_grace_period_secs, recovery=recovery)
+                          stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
+                          end_on_interrupt=end_on_interrupt)
 
 
 class _MonitoredSession:
   """See `MonitoredSession` or `SingularMonitoredSession`."""
 
   def __init__(self, session_creator, hooks, should_recover, stop_grace_period_secs=120,
-               recovery=None):
+               recovery=None, end_on_interrupt=False):
+    self._end_on_interrupt = end_on_interrupt
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
     for h in self._hooks:
@@ -360,6 +370,12 @@ class _MonitoredSession:
   def __exit__(self, exception_type, exception_value, traceback):
     if exception_type in [errors.OutOfRangeError, StopIteration]:
       exception_type = None
+    if (self._end_on_interrupt and exception_type is not None and
+        issubclass(exception_type, KeyboardInterrupt)):
+      # Opted in: Ctrl-C ends training as a normal stop would (hooks' end()
+      # saves the final checkpoint), and KeyboardInterrupt still propagates.
+      self._close_internal(None)
+      return False
     self._close_internal(exception_type)
     # __exit__ should return True to suppress an exception.
     return exception_type is None
@@ -444,9 +460,10 @@ class MonitoredSession(_MonitoredSession):
   """
 
   def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120, *,
-               recovery=None):
+               recovery=None, end_on_interrupt=False):
     super().__init__(session_creator, hooks, should_recover=True,
-                     stop_grace_period_secs=stop_grace_period_secs, recovery=recovery)
+                     stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
+                     end_on_interrupt=end_on_interrupt)
 
 
 class SingularMonitoredSession(_MonitoredSession):
