@@ -363,7 +363,8 @@ class PyHook : public Hook {
                  const std::string& run_metadata) override {
     py::handle state = step_state(ctx);
     share_stop_request(ctx, state);
-    if (!run_metadata.empty()) runner_.attr("take_metadata")(state, py::bytes(run_metadata));
+    if (!run_metadata.empty() || state.attr("metadata_requested").cast<bool>())
+      runner_.attr("take_metadata")(state, py::bytes(run_metadata));
     py::object results = py::none();
     if (outputs)
       results = flat_entry_ ? FlatPlans::build(*flat_entry_, *outputs)

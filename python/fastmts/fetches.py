@@ -245,6 +245,8 @@ class PlanCache:
 
   def feeds(self, feed_dict):
     """feed_dict -> (FeedPlan, list of converted values)."""
+    if type(feed_dict) is not dict:
+      nest.flatten_dict_items(feed_dict)  # TF's TypeError for what is no mapping
     simple = True
     key = []
     for k in feed_dict:

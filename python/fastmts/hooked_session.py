@@ -41,12 +41,16 @@ def merge_run_options(options, incoming_options):
 
 class _StepState:
   """What the Python hooks of one step share (only built when there are any)."""
-  __slots__ = ('run_context', 'options', 'run_metadata', 'metadata_parsed', 'plans')
+  __slots__ = ('run_context', 'options', 'run_metadata', 'metadata_requested',
+               'metadata_parsed', 'plans')
 
-  def __init__(self, run_context, options, run_metadata):
+  def __init__(self, run_context, options, run_metadata, metadata_requested):
     self.run_context = run_context
     self.options = options
     self.run_metadata = run_metadata
+    # The caller gave run_metadata: TF parses it after the run, before any
+    # hook's after_run (and fails there if it is no RunMetadata).
+    self.metadata_requested = metadata_requested
     self.metadata_parsed = False
     self.plans = {}
 
@@ -77,6 +81,7 @@ class _PythonHookRunner:
       native_plan = plan.native
     state.plans[self] = plan
     if request.feed_dict:
+      request.feed_dict.keys()  # TF's merge needs a mapping; it fails here the same way
       feed_plan, values = self._session.plans.feeds(request.feed_dict)
       feed_plan = feed_plan.native
     if request.options:
@@ -108,7 +113,7 @@ class HookedSession:
   def __init__(self, hooks):
     native_hooks = []
     self._stand_ins = []  # of stock hooks; their native hooks' callbacks hold them weakly
-    self._python_hooks = 0
+    self._python_hook_objects = []
     # The native hooks hold Python callables that reach back here; a cycle
     # through a native object is invisible to the garbage collector, so
     # they hold this session only weakly.
@@ -117,7 +122,7 @@ class HookedSession:
       stand_in = basic_session_run_hooks.native_hook_of(hook, me)
       if stand_in is None:
         native_hooks.append(_native.PythonHook(hook, _PythonHookRunner(hook, me)))
-        self._python_hooks += 1
+        self._python_hook_objects.append(hook)
       else:
         native_hooks.append(stand_in.native)
         self._stand_ins.append(stand_in)
@@ -154,7 +159,7 @@ class HookedSession:
 
   @property
   def has_python_hooks(self):
-    return bool(self._python_hooks)
+    return bool(self._python_hook_objects)
 
   @property
   def stop_requested(self):
@@ -187,15 +192,16 @@ class HookedSession:
     return _StepState(
         SessionRunContext(original_args=original_args, session=self.tf_sess),
         options or config_pb2.RunOptions(),
-        run_metadata or config_pb2.RunMetadata())
+        run_metadata or config_pb2.RunMetadata(),
+        run_metadata is not None)
 
   def run_steps(self, fetches, max_steps, feed_dict, coord):
     """Steps natively until stop, `max_steps` (None: no bound), the
     coordinator's stop or an error; the last step's results, or None.
     The feeds are converted once, before the first step."""
-    plan, feed_plan, values = self.plans.plan_for(fetches, feed_dict)
+    plan, feed_plan, values, _ = self._plan_for(fetches, feed_dict)
     make_state = None
-    if self._python_hooks:
+    if self._python_hook_objects:
       make_state = lambda: self.step_state(fetches, feed_dict)
     try:
       outputs = self._native.run_loop(plan.native, feed_plan, values,
@@ -205,19 +211,33 @@ class HookedSession:
       raise errors.from_status(e, self.graph) from None
     return None if outputs is None else plan.build(outputs)
 
+  def _plan_for(self, fetches, feed_dict, options=None):
+    """The step's plans, and its serialized options. TF resolves the
+    caller's fetches and feeds only after the hooks' before_run: when they
+    cannot be resolved, the Python hooks' before_run still run (their wishes
+    unused), then the error is raised, as in TF."""
+    try:
+      plan, feed_plan, values = self.plans.plan_for(fetches, feed_dict)
+      serialized_options = options.SerializeToString() if options is not None else None
+    except Exception:  # pylint: disable=broad-except
+      if self._python_hook_objects:
+        run_context = self.step_state(fetches, feed_dict).run_context
+        for hook in self._python_hook_objects:
+          hook.before_run(run_context)
+      raise
+    return plan, feed_plan, values, serialized_options
+
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-    plan, feed_plan, values = self.plans.plan_for(fetches, feed_dict)
+    plan, feed_plan, values, serialized_options = self._plan_for(fetches, feed_dict, options)
     state = None
-    if self._python_hooks:
+    if self._python_hook_objects:
       state = self.step_state(fetches, feed_dict, options, run_metadata)
-      options = state.options
-    serialized_options = options.SerializeToString() if options is not None else None
+      serialized_options = state.options.SerializeToString()
     try:
       outputs, metadata = self._native.run(plan.native, feed_plan, values, serialized_options,
                                            run_metadata is not None, state)
     except errors.StatusError as e:
       raise errors.from_status(e, self.graph) from None
-    if run_metadata is not None and metadata is not None and (
-        state is None or not state.metadata_parsed):
-      run_metadata.ParseFromString(metadata)
+    if run_metadata is not None and (state is None or not state.metadata_parsed):
+      run_metadata.ParseFromString(metadata or b'')  # as TF, whatever run_metadata is
     return plan.build(outputs)

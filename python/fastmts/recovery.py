@@ -17,13 +17,16 @@ class RecoveryPolicy:
   """How many consecutive re-creations, and how long to wait before each."""
 
   def __init__(self, max_recreations=None, backoff_secs=0.0, max_backoff_secs=60.0):
-    if max_recreations is not None and (
-        isinstance(max_recreations, bool) or not isinstance(max_recreations, numbers.Integral)
-        or max_recreations < 0):
-      raise ValueError('max_recreations must be None or an int >= 0, got %r' % (max_recreations,))
+    if max_recreations is not None:
+      if isinstance(max_recreations, bool) or not isinstance(max_recreations, numbers.Integral):
+        raise TypeError('max_recreations must be None or an int, got %r' % (max_recreations,))
+      if max_recreations < 0:
+        raise ValueError('max_recreations must be >= 0, got %r' % (max_recreations,))
     for name, value in (('backoff_secs', backoff_secs), ('max_backoff_secs', max_backoff_secs)):
-      if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
-        raise ValueError('%s must be a number >= 0, got %r' % (name, value))
+      if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError('%s must be a number, got %r' % (name, value))
+      if value < 0:
+        raise ValueError('%s must be >= 0, got %r' % (name, value))
     self.max_recreations = max_recreations
     self.backoff_secs = float(backoff_secs)
     self.max_backoff_secs = float(max_backoff_secs)
