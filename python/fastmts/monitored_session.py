@@ -42,7 +42,7 @@ _NOT_RUN = object()
 
 # How long close() lets queue-runner threads end by themselves after the
 # stop before it takes them for blocked in TF (they end within one run).
-_QUEUE_RUNNER_STOP_SECS = 1.0
+_QUEUE_RUNNER_STOP_SECS = 0.25
 
 # TF's log text when a preempted session is about to be re-created.
 _RECREATE_NOTICE = (

@@ -3,9 +3,10 @@
 A worker waiting for the chief to initialize the model checks, and if it is
 not ready, sleeps `recovery_wait_secs` (30 s) before it checks again; a
 worker that starts just before the chief idles 30 s. Here it checks again
-after a short interval that doubles up to `recovery_wait_secs` (which keeps
-its meaning as the longest pause), so it starts within about a second of the
-chief being ready. `max_wait_secs` bounds the whole wait with TF's error.
+after a short interval that doubles up to 1 s (never beyond
+`recovery_wait_secs`, which keeps its meaning as the longest pause), so it
+starts within about a second of the chief being ready. `max_wait_secs`
+bounds the whole wait with TF's error.
 Everything else (initialization, restore, readiness checks) is TF's.
 """
 import time
@@ -15,8 +16,11 @@ from tensorflow.python.framework import errors
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import session_manager as _tf_session_manager
 
-# The first pause between readiness checks; each next one doubles.
+# The first pause between readiness checks; each next one doubles, up to
+# MAX_POLL_SECS (and never beyond recovery_wait_secs), so a worker starts
+# within about a second of the chief being ready however long it waited.
 FIRST_POLL_SECS = 0.05
+MAX_POLL_SECS = 1.0
 
 
 class SessionManager(_tf_session_manager.SessionManager):
@@ -39,7 +43,7 @@ class SessionManager(_tf_session_manager.SessionManager):
         if is_ready:
           return sess
       self._safe_close(sess)
-      pause = min(pause, self._recovery_wait_secs)
+      pause = min(pause, MAX_POLL_SECS, self._recovery_wait_secs)
       if deadline - time.time() - pause < 0:
         raise errors.DeadlineExceededError(
             None, None, 'Session was not ready after waiting %d secs.' % (max_wait_secs,))
