@@ -406,19 +406,6 @@ def main(argv=None):
 # Child side (case 2): one process, a queue runner stuck in a TF op
 # ---------------------------------------------------------------------------
 
-def _graph_with_stuck_queue_runner(tf):
-  """As tests/test_prompt_start_stop.py's: a counter to train, and a
-  QueueRunner whose second enqueue blocks forever (it fills a capacity-1
-  queue nobody reads) while its cancel op closes another queue."""
-  v1 = tf.compat.v1
-  gs = v1.train.get_or_create_global_step()
-  train = v1.assign_add(gs, 1)
-  full = v1.FIFOQueue(capacity=1, dtypes=[tf.float32])
-  other = v1.FIFOQueue(capacity=1, dtypes=[tf.float32])
-  v1.train.add_queue_runner(v1.train.QueueRunner(other, [full.enqueue(1.0)]))
-  return train
-
-
 def _stuck_queue_child(argv):
   p = argparse.ArgumentParser()
   p.add_argument('--cluster')           # given by cluster_utils; unused
@@ -445,7 +432,8 @@ def _stuck_queue_child(argv):
   if 'stop_grace_period_secs' in opts:
     kwargs['stop_grace_period_secs'] = opts['stop_grace_period_secs']
   with tf.Graph().as_default():
-    train = _graph_with_stuck_queue_runner(tf)
+    from test_prompt_start_stop import _graph_with_stuck_queue_runner  # pylint: disable=g-import-not-at-top
+    train = _graph_with_stuck_queue_runner()
     try:
       with impl.MonitoredTrainingSession(
           checkpoint_dir=opts['checkpoint_dir'], save_summaries_steps=None,
