@@ -203,9 +203,9 @@ RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void*
     timed(costs ? &costs->after_run_seconds[i] : nullptr, [&] {
       if (requests[i].plan) {
         std::vector<SharedTensor> mine = pick(merged.outputs, hook_where[i]);
-        hooks_[i]->after_run(ctx, &mine, merged.run_metadata);
+        hooks_[i]->after_run(ctx, requests[i], &mine, merged.run_metadata);
       } else {
-        hooks_[i]->after_run(ctx, nullptr, merged.run_metadata);
+        hooks_[i]->after_run(ctx, requests[i], nullptr, merged.run_metadata);
       }
     });
   }

@@ -56,9 +56,13 @@ class Hook {
   virtual void after_create_session(const SessionRunner& session) {}
   // Fill `request` with what this hook wants from this step (or leave it empty).
   virtual void before_run(StepContext& ctx, RunRequest& request) {}
-  // `outputs` holds one value per fetch of the plan given in before_run, or
-  // is null when the hook asked for no plan.
-  virtual void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+  // `request` is what this hook's before_run filled in for this same step:
+  // state a hook needs from one to the other goes there (request.hook_state),
+  // never in the hook, since several steps may run at once on one session.
+  // `outputs` holds one value per fetch of request.plan, or is null when
+  // the hook asked for no plan.
+  virtual void after_run(StepContext& ctx, const RunRequest& request,
+                         const std::vector<SharedTensor>* outputs,
                          const std::string& run_metadata) {}
   virtual void end(const SessionRunner& session) {}
 };

@@ -342,15 +342,14 @@ class PyHook : public Hook {
   void before_run(StepContext& ctx, RunRequest& request) override {
     py::handle state = step_state(ctx);
     share_stop_request(ctx, state);
-    flat_entry_.reset();
     py::object wish = before_run_(state.attr("run_context"));
     if (wish.is_none()) return;
     if (Py_TYPE(wish.ptr()) == reinterpret_cast<PyTypeObject*>(args_type_.ptr())) {
       py::tuple args = py::reinterpret_borrow<py::tuple>(wish);  // (fetches, feed_dict, options)
       if (args.size() == 3 && !args[0].is_none() && args[1].is_none() && args[2].is_none()) {
-        flat_entry_ = flat_.find(args[0]);
-        if (flat_entry_) {
-          request.plan = flat_entry_->request.plan;
+        if (FlatPlans::EntryPtr flat = flat_.find(args[0])) {
+          request.plan = flat->request.plan;
+          request.hook_state = flat;  // after_run builds the results from it
           return;
         }
       }
@@ -359,16 +358,18 @@ class PyHook : public Hook {
     request = request_from_python(t[0], t[1], t[2], t[3]);
   }
 
-  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+  void after_run(StepContext& ctx, const RunRequest& request,
+                 const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override {
     py::handle state = step_state(ctx);
     share_stop_request(ctx, state);
     if (!run_metadata.empty() || state.attr("metadata_requested").cast<bool>())
       runner_.attr("take_metadata")(state, py::bytes(run_metadata));
     py::object results = py::none();
-    if (outputs)
-      results = flat_entry_ ? FlatPlans::build(*flat_entry_, *outputs)
-                            : build_(state, outputs_to_python(*outputs));
+    if (outputs) {
+      auto flat = std::static_pointer_cast<const FlatPlans::Entry>(request.hook_state);
+      results = flat ? FlatPlans::build(*flat, *outputs) : build_(state, outputs_to_python(*outputs));
+    }
     // SessionRunValues is a namedtuple: tuple.__new__ makes one without
     // running its Python __new__.
     py::object values = new_tuple_(
@@ -390,7 +391,6 @@ class PyHook : public Hook {
   py::object before_run_, after_run_, runner_, resolve_, build_, args_type_, values_type_,
       new_tuple_;
   FlatPlans flat_;
-  FlatPlans::EntryPtr flat_entry_;  // this step's, when its wish was flat
 };
 
 std::shared_ptr<RunPlan> make_plan(const std::vector<std::pair<py::object, int>>& fetches,

@@ -31,8 +31,8 @@ void StopAtStepHook::after_create_session(const SessionRunner& session) {
 
 void StopAtStepHook::before_run(StepContext&, RunRequest& request) { request.plan = read_step_; }
 
-void StopAtStepHook::after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
-                               const std::string&) {
+void StopAtStepHook::after_run(StepContext& ctx, const RunRequest&,
+                                    const std::vector<SharedTensor>* outputs, const std::string&) {
   // The value read may predate this step's increment: as TF does, confirm
   // with a fresh read before stopping.
   if (scalar_as_int64(outputs->at(0).get()) + 1 < last_step_) return;
@@ -68,8 +68,8 @@ NanTensorHook::NanTensorHook(TF_Output loss, bool fail_on_nan_loss, std::functio
 
 void NanTensorHook::before_run(StepContext&, RunRequest& request) { request.plan = read_loss_; }
 
-void NanTensorHook::after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
-                              const std::string&) {
+void NanTensorHook::after_run(StepContext& ctx, const RunRequest&,
+                                   const std::vector<SharedTensor>* outputs, const std::string&) {
   if (!scalar_is_nan(outputs->at(0).get())) return;
   on_nan_();  // raises when failing on NaN
   if (!fail_on_nan_loss_) ctx.request_stop();
@@ -83,13 +83,12 @@ LoggingTensorHook::LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, L
       on_end_(std::move(on_end)) {}
 
 void LoggingTensorHook::before_run(StepContext&, RunRequest& request) {
-  should_trigger_ = timer_.should_trigger_for_step(iter_);
-  if (should_trigger_) request.plan = tensors_;
+  if (timer_.should_trigger_for_step(iter_)) request.plan = tensors_;
 }
 
-void LoggingTensorHook::after_run(StepContext&, const std::vector<SharedTensor>* outputs,
-                                  const std::string&) {
-  if (should_trigger_) log_(iter_, *outputs);
+void LoggingTensorHook::after_run(StepContext&, const RunRequest&,
+                                       const std::vector<SharedTensor>* outputs, const std::string&) {
+  if (outputs) log_(iter_, *outputs);  // the tensors were asked for: this step logs
   ++iter_;
 }
 
@@ -116,8 +115,8 @@ void GlobalStepGatedHook::before_run(StepContext&, RunRequest& request) {
   request.plan = read_step_;
 }
 
-void GlobalStepGatedHook::after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
-                                    const std::string&) {
+void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
+                                         const std::vector<SharedTensor>* outputs, const std::string&) {
   const int64_t stale = scalar_as_int64(outputs->at(0).get());
   // TF warns about a stuck step with log_first_n(..., 5): once this hook
   // has reported 5, TF's counter is past 5 and its after_run would not log.
@@ -154,22 +153,31 @@ void StepScheduledHook::set_extra(PlanPtr extra) {
   read_step_and_extra_ = std::move(both);
 }
 
+namespace {
+// StepScheduledHook's mark on its request: this step is one it acts on.
+const auto kRequested = std::make_shared<const int>(1);
+}  // namespace
+
 void StepScheduledHook::before_run(StepContext&, RunRequest& request) {
-  requested_ = next_step_ ? timer_.should_trigger_for_step(*next_step_) : act_on_first_step_;
-  request.plan = requested_ ? read_step_and_extra_ : read_step_;
-  request.full_trace = requested_ && full_trace_;
+  const bool requested =
+      next_step_ ? timer_.should_trigger_for_step(*next_step_) : act_on_first_step_;
+  request.plan = requested ? read_step_and_extra_ : read_step_;
+  request.full_trace = requested && full_trace_;
+  if (requested) request.hook_state = kRequested;
 }
 
-void StepScheduledHook::after_run(StepContext&, const std::vector<SharedTensor>* outputs,
+void StepScheduledHook::after_run(StepContext&, const RunRequest& request,
+                                  const std::vector<SharedTensor>* outputs,
                                   const std::string& run_metadata) {
   const int64_t stale = scalar_as_int64(outputs->at(0).get());
-  if (next_step_ && !requested_) {
+  const bool requested = request.hook_state == kRequested;
+  if (next_step_ && !requested) {
     next_step_ = stale + 2;  // as TF: the step after this one's (stale + 1)
     return;
   }
   std::vector<SharedTensor> extra;
-  if (requested_) extra.assign(outputs->begin() + 1, outputs->end());
-  next_step_ = act_(stale, next_step_, requested_, requested_ ? &extra : nullptr, run_metadata);
+  if (requested) extra.assign(outputs->begin() + 1, outputs->end());
+  next_step_ = act_(stale, next_step_, requested, requested ? &extra : nullptr, run_metadata);
 }
 
 }  // namespace fastmts

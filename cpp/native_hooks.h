@@ -23,7 +23,8 @@ class StopAtStepHook : public Hook {
 
   void after_create_session(const SessionRunner& session) override;
   void before_run(StepContext& ctx, RunRequest& request) override;
-  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+  void after_run(StepContext& ctx, const RunRequest& request,
+                 const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
 
   int64_t last_step() const { return last_step_; }
@@ -40,7 +41,8 @@ class NanTensorHook : public Hook {
  public:
   NanTensorHook(TF_Output loss, bool fail_on_nan_loss, std::function<void()> on_nan);
   void before_run(StepContext& ctx, RunRequest& request) override;
-  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+  void after_run(StepContext& ctx, const RunRequest& request,
+                 const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
 
  private:
@@ -63,7 +65,8 @@ class LoggingTensorHook : public Hook {
   LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, LogFn log,
                     std::function<void(int64_t iter)> on_end);
   void before_run(StepContext& ctx, RunRequest& request) override;
-  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+  void after_run(StepContext& ctx, const RunRequest& request,
+                 const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
   void end(const SessionRunner& session) override;
 
@@ -73,7 +76,6 @@ class LoggingTensorHook : public Hook {
   LogFn log_;
   std::function<void(int64_t)> on_end_;
   int64_t iter_ = 0;
-  bool should_trigger_ = false;
 };
 
 // The per-step gate of TF's CheckpointSaverHook and StepCounterHook: both
@@ -94,7 +96,8 @@ class GlobalStepGatedHook : public Hook {
                       LifecycleFn after_create_session, LifecycleFn end);
   void after_create_session(const SessionRunner& session) override;
   void before_run(StepContext& ctx, RunRequest& request) override;
-  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+  void after_run(StepContext& ctx, const RunRequest& request,
+                 const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
   void end(const SessionRunner& session) override;
   // Called by the caller after each Python call into the hook, even one that
@@ -136,7 +139,8 @@ class StepScheduledHook : public Hook {
   // when the Scaffold has its summary op); null for none.
   void set_extra(PlanPtr extra);
   void before_run(StepContext& ctx, RunRequest& request) override;
-  void after_run(StepContext& ctx, const std::vector<SharedTensor>* outputs,
+  void after_run(StepContext& ctx, const RunRequest& request,
+                 const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
   void end(const SessionRunner&) override { on_end_(); }
   std::optional<int64_t> next_step() const { return next_step_; }
@@ -152,7 +156,6 @@ class StepScheduledHook : public Hook {
   ActFn act_;
   std::function<void()> on_end_;
   std::optional<int64_t> next_step_;
-  bool requested_ = false;
 };
 
 // True when a float scalar (half, float, double, bfloat16) is NaN.

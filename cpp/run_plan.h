@@ -41,6 +41,10 @@ struct RunRequest {
   // merges trace levels by maximum and FULL_TRACE is the highest, so this
   // always wins over the merged options' level.
   bool full_trace = false;
+  // The hook's own per-step state, handed back to its after_run (opaque to
+  // the core): a hook decides in before_run and acts in after_run, and two
+  // threads may run steps on one session at once.
+  std::shared_ptr<const void> hook_state;
 };
 
 struct RunResult {

@@ -42,6 +42,14 @@ def impl(request):
 
 
 @pytest.fixture
+def fastmts():
+  """The fastmts module, for fastmts-only tests (skipped if not importable)."""
+  if _fastmts is None:
+    pytest.skip('fastmts is not importable (%s)' % _FASTMTS_IMPORT_ERROR)
+  return _fastmts
+
+
+@pytest.fixture
 def check(impl, tmp_path):
   """check(scenario, expected=...) -> result.
 

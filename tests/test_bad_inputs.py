@@ -1092,16 +1092,6 @@ def test_corrupt_latest_checkpoint(check, how):
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fastmts():
-  """The fastmts module, for the fastmts-only tests."""
-  try:
-    import fastmts as module  # pylint: disable=g-import-not-at-top,redefined-outer-name
-  except Exception as e:  # pylint: disable=broad-except
-    pytest.skip('fastmts is not importable (%s: %s)' % (type(e).__name__, e))
-  return module
-
-
 @pytest.mark.parametrize('bad,expected', [
     (-1, Raised(ValueError, 'max_steps must be >= 0, got -1')),
     (1.5, Raised(TypeError, 'max_steps must be an int or None, got 1.5')),

@@ -116,16 +116,6 @@ def _saved(*steps):
       for ext in ('data-00000-of-00001', 'index', 'meta'))
 
 
-@pytest.fixture
-def fastmts():
-  """The fastmts module, for the fastmts-only tests."""
-  try:
-    import fastmts as module  # pylint: disable=g-import-not-at-top,redefined-outer-name
-  except Exception as e:  # pylint: disable=broad-except
-    pytest.skip('fastmts is not importable (%s: %s)' % (type(e).__name__, e))
-  return module
-
-
 def I(n):  # pylint: disable=invalid-name
   return np.int64(n)
 

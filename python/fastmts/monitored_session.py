@@ -402,7 +402,14 @@ class _MonitoredSession:
       self.queue_runners = None
       if ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
         self.queue_runners = NativeQueueRunners(self.tf_sess, self.coord)
-      self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
+      try:
+        self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
+      except Exception:
+        # TF leaves its queue-runner threads running forever when a hook
+        # fails here; nothing fastmts started outlives the failed creation.
+        if self.queue_runners is not None:
+          self.queue_runners.shut_down(self.coord, _QUEUE_RUNNER_STOP_SECS)
+        raise
       return _CoordinatedSession(self._hooked, self.coord, self.queue_runners,
                                  self._stop_grace_period_secs)
 

@@ -62,6 +62,12 @@ def _op(op):
   return None if op is None else op._c_op  # pylint: disable=protected-access
 
 
+# Groups whose threads may still run. Holding them (and through them their
+# tf.Session) here keeps the session out of any garbage cycle, so it is never
+# deleted under a running native thread, even by a caller who never closes.
+_running = set()
+
+
 class NativeQueueRunners:
   """Starts the queue runners of `tf_sess`'s graph under `coord`."""
 
@@ -69,6 +75,7 @@ class NativeQueueRunners:
     self._tf_sess = tf_sess  # native threads use its TF_Session until joined
     self._groups = []
     self.threads = []
+    _running.add(self)
     for qr in tf_sess.graph.get_collection(collection):
       group = _native.QueueRunnerThreads(
           tf_sess, qr.name, [_op(op) for op in qr.enqueue_ops], _op(qr.close_op),
@@ -90,3 +97,16 @@ class NativeQueueRunners:
     for group in self._groups:
       group.join()
     self._tf_sess = None
+    _running.discard(self)
+
+  def shut_down(self, coord, patience_secs):
+    """Stops and joins the threads after a failed session creation: they
+    get `patience_secs` to end after the stop (and its cancel ops); one
+    still blocked in TF then is released by closing the session."""
+    coord.request_stop()
+    if not self.wait(patience_secs):
+      try:
+        self._tf_sess.close()
+      except Exception:  # pylint: disable=broad-except
+        pass  # closing is only a means to release the threads
+    self.join()
