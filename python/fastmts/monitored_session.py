@@ -234,6 +234,8 @@ class _MonitoredSession:
 
   def __init__(self, session_creator, hooks, should_recover, stop_grace_period_secs=120,
                recovery=None, end_on_interrupt=False):
+    if recovery is not None and not isinstance(recovery, RecoveryPolicy):
+      raise TypeError('recovery must be a fastmts.RecoveryPolicy or None, got %r' % (recovery,))
     self._end_on_interrupt = end_on_interrupt
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
@@ -246,8 +248,6 @@ class _MonitoredSession:
         session_creator=session_creator or ChiefSessionCreator(),
         hooked=HookedSession(self._hooks),
         stop_grace_period_secs=stop_grace_period_secs)
-    if recovery is not None and not isinstance(recovery, RecoveryPolicy):
-      raise TypeError('recovery must be a fastmts.RecoveryPolicy or None, got %r' % (recovery,))
     if should_recover:
       self._sess = _RecoverableSession(self._coordinated_creator, recovery)
     else:
