@@ -32,7 +32,7 @@ void StopAtStepHook::after_create_session(const SessionRunner& session) {
 void StopAtStepHook::before_run(StepContext&, RunRequest& request) { request.plan = read_step_; }
 
 void StopAtStepHook::after_run(StepContext& ctx, const RunRequest&,
-                                    const std::vector<SharedTensor>* outputs, const std::string&) {
+                               const std::vector<SharedTensor>* outputs, const std::string&) {
   // The value read may predate this step's increment: as TF does, confirm
   // with a fresh read before stopping.
   if (scalar_as_int64(outputs->at(0).get()) + 1 < last_step_) return;
@@ -69,7 +69,7 @@ NanTensorHook::NanTensorHook(TF_Output loss, bool fail_on_nan_loss, std::functio
 void NanTensorHook::before_run(StepContext&, RunRequest& request) { request.plan = read_loss_; }
 
 void NanTensorHook::after_run(StepContext& ctx, const RunRequest&,
-                                   const std::vector<SharedTensor>* outputs, const std::string&) {
+                              const std::vector<SharedTensor>* outputs, const std::string&) {
   if (!scalar_is_nan(outputs->at(0).get())) return;
   on_nan_();  // raises when failing on NaN
   if (!fail_on_nan_loss_) ctx.request_stop();
@@ -87,7 +87,7 @@ void LoggingTensorHook::before_run(StepContext&, RunRequest& request) {
 }
 
 void LoggingTensorHook::after_run(StepContext&, const RunRequest&,
-                                       const std::vector<SharedTensor>* outputs, const std::string&) {
+                                  const std::vector<SharedTensor>* outputs, const std::string&) {
   if (outputs) log_(iter_, *outputs);  // the tensors were asked for: this step logs
   ++iter_;
 }
@@ -116,7 +116,7 @@ void GlobalStepGatedHook::before_run(StepContext&, RunRequest& request) {
 }
 
 void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
-                                         const std::vector<SharedTensor>* outputs, const std::string&) {
+                                    const std::vector<SharedTensor>* outputs, const std::string&) {
   const int64_t stale = scalar_as_int64(outputs->at(0).get());
   // TF warns about a stuck step with log_first_n(..., 5): once this hook
   // has reported 5, TF's counter is past 5 and its after_run would not log.
