@@ -1112,3 +1112,19 @@ def test_monitored_training_session_secs_controlled_time(check, monkeypatch):
       _save_lines([8]) + [('INFO', 'global_step/sec: 0.666667')] +
       _save_lines([10]),
       ['checkpoint', 'graph.pbtxt'] + ckpt_names(0, 4, 8, 10)))
+
+
+def test_feed_fn_hook_returning_no_mapping(check):
+  """TF merges a hook's feeds as a mapping: a feed_fn returning pairs fails
+  there, as any hook's feed_dict without keys() does."""
+
+  def scenario(impl, workdir):
+    del workdir
+    with tf.Graph().as_default():
+      x = v1.placeholder(tf.float32, [], name='x')
+      doubled = x * 2.0
+      hook = v1.train.FeedFnHook(lambda: [(x, 1.0)])
+      with impl.MonitoredSession(hooks=[hook]) as sess:
+        return outcome(sess.run, doubled)
+
+  check(scenario, expected=Raised(AttributeError, "'list' object has no attribute 'keys'"))

@@ -36,11 +36,6 @@ FinalOpsHook = _tf_hooks.FinalOpsHook
 FeedFnHook = _tf_hooks.FeedFnHook
 ProfilerHook = _tf_hooks.ProfilerHook
 
-# The stock hooks fastmts runs natively (an instance of exactly one of these).
-NATIVE_HOOK_CLASSES = (StopAtStepHook, NanTensorHook, LoggingTensorHook, CheckpointSaverHook,
-                       StepCounterHook, SummarySaverHook, GlobalStepWaiterHook, FinalOpsHook,
-                       FeedFnHook, ProfilerHook)
-
 
 def _optional_float(value):
   return None if value is None else float(value)
@@ -82,11 +77,6 @@ class _NativeStopAtStep:
       step_type = self._hook._global_step_tensor.dtype.as_numpy_dtype  # pylint: disable=protected-access
       self._hook._last_step = step_type(self.native.last_step)  # pylint: disable=protected-access
 
-
-  @staticmethod
-  def accepts(hook):
-    del hook
-    return True
 
 
 class _NativeNanTensor:
@@ -274,31 +264,13 @@ class _NativeFinalOps:
   def __init__(self, hook, owner):
     self.native = _native.EndOnlyHook(lambda: hook.end(owner.tf_sess))
 
-  @staticmethod
-  def accepts(hook):
-    del hook
-    return True
-
 
 class _NativeFeedFn:
   """FeedFnHook: the user's feed_fn (read from the hook each step, as TF
   does) is called natively before each step and its feeds merged natively."""
 
   def __init__(self, hook, owner):
-
-    def feeds():
-      feed_dict = hook.feed_fn()
-      if not feed_dict:  # TF: SessionRunArgs(None, feed_dict=None or {}) feeds nothing
-        return None, None
-      plan, values = owner.plans.feeds(feed_dict)
-      return plan.native, values
-
-    self.native = _native.FeedFnHook(feeds)
-
-  @staticmethod
-  def accepts(hook):
-    del hook
-    return True
+    self.native = _native.FeedFnHook(lambda: owner.plans.hook_feeds(hook.feed_fn()))
 
 
 class _NativeGlobalStepWaiter:
@@ -315,11 +287,6 @@ class _NativeGlobalStepWaiter:
 
     self.native = _native.GlobalStepWaiterHook(wait)
 
-  @staticmethod
-  def accepts(hook):
-    del hook
-    return True
-
 
 # Exact classes only: a subclass may override anything and runs in Python.
 _NATIVE_OF_CLASS = {
@@ -334,7 +301,6 @@ _NATIVE_OF_CLASS = {
     _tf_hooks.FeedFnHook: _NativeFeedFn,
     _tf_hooks.GlobalStepWaiterHook: _NativeGlobalStepWaiter,
 }
-assert set(_NATIVE_OF_CLASS) == set(NATIVE_HOOK_CLASSES)
 
 def native_hook_of(hook, owner):
   """The native stand-in of a begun stock hook, or None to run it in Python.
@@ -342,6 +308,7 @@ def native_hook_of(hook, owner):
   `owner` is the HookedSession; its `tf_sess` is the session of the moment.
   """
   make = _NATIVE_OF_CLASS.get(type(hook))
-  if make is None or not make.accepts(hook):
+  # A stand-in without `accepts` takes every instance of its class.
+  if make is None or not getattr(make, 'accepts', lambda hook: True)(hook):
     return None
   return make(hook, owner)

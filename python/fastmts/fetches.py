@@ -243,6 +243,16 @@ class PlanCache:
       fetch_plan = _make_fetch_plan(self._graph, self._tf_session, fetches, fed_values)
     return fetch_plan, feed_plan.native, values
 
+  def hook_feeds(self, feed_dict):
+    """A hook's SessionRunArgs.feed_dict -> (native FeedPlan, values), or
+    (None, None) when it feeds nothing. TF merges hooks' feeds as mappings
+    (keys()), so anything else fails there the same way."""
+    if not feed_dict:
+      return None, None
+    feed_dict.keys()
+    plan, values = self.feeds(feed_dict)
+    return plan.native, values
+
   def feeds(self, feed_dict):
     """feed_dict -> (FeedPlan, list of converted values)."""
     if type(feed_dict) is not dict:

@@ -75,15 +75,12 @@ class _PythonHookRunner:
 
   def resolve(self, state, request):
     """A hook's SessionRunArgs -> (RunPlan, FeedPlan, feed values, options)."""
-    plan = native_plan = feed_plan = values = options = None
+    plan = native_plan = options = None
     if request.fetches is not None:
       plan = self._session.plans.fetch_plan(request.fetches)
       native_plan = plan.native
     state.plans[self] = plan
-    if request.feed_dict:
-      request.feed_dict.keys()  # TF's merge needs a mapping; it fails here the same way
-      feed_plan, values = self._session.plans.feeds(request.feed_dict)
-      feed_plan = feed_plan.native
+    feed_plan, values = self._session.plans.hook_feeds(request.feed_dict)
     if request.options:
       merge_run_options(state.options, request.options)
       options = state.options.SerializeToString()
