@@ -83,7 +83,11 @@ def test_closed_sessions_are_collected(tmp_path):
 # Many create/close cycles: threads, file descriptors, memory
 # ---------------------------------------------------------------------------
 
-_CYCLES = 200
+# Under .ci/sanitize every allocation is instrumented (a cycle is 6x slower)
+# and ASan's quarantine keeps freed memory resident by design, so there the
+# test runs fewer cycles and checks threads, descriptors and references only.
+_SANITIZED = bool(os.environ.get('FASTMTS_SANITIZED'))
+_CYCLES = 40 if _SANITIZED else 200
 _WARMUP_CYCLES = 20
 
 
@@ -156,6 +160,8 @@ def test_create_close_cycles_do_not_grow():
   assert fast['stray_threads'] == [], report
   assert fast['alive'] == [], report
   assert fast['fd_growth'] <= 0, report
+  if _SANITIZED:
+    return
   assert fast['rss_growth_mb'] < 30, report
   assert fast['rss_growth_mb'] <= max(stock['rss_growth_mb'], 0) + 10, report
 
