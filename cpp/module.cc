@@ -605,7 +605,8 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init([](py::object c_op, int index, std::optional<double> every_secs,
                        std::optional<double> every_steps,
                        int64_t steps_per_run, bool track_stuck_step, py::object last_step,
-                       py::function act, py::function after_create_session, py::function end) {
+                       py::function act, py::function on_trigger,
+                       py::function after_create_session, py::function end) {
              std::optional<int64_t> last;
              if (!last_step.is_none()) last = last_step.cast<int64_t>();
              auto lifecycle = [](py::function fn) {
@@ -618,12 +619,13 @@ PYBIND11_MODULE(_native, m) {
                  [act](int64_t stale, std::optional<int64_t> last_step) {
                    return act(stale, optional_step(last_step)).cast<bool>();
                  },
+                 [on_trigger](int64_t fresh) { return on_trigger(fresh).cast<bool>(); },
                  lifecycle(after_create_session), lifecycle(end));
            }),
            py::arg("global_step_op"), py::arg("global_step_index"), py::arg("every_secs"),
            py::arg("every_steps"), py::arg("steps_per_run"), py::arg("track_stuck_step"),
-           py::arg("last_step"), py::arg("act"), py::arg("after_create_session"),
-           py::arg("end"))
+           py::arg("last_step"), py::arg("act"), py::arg("on_trigger"),
+           py::arg("after_create_session"), py::arg("end"))
       .def("adopt_timer", &GlobalStepGatedHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));
 
@@ -651,6 +653,11 @@ PYBIND11_MODULE(_native, m) {
            py::arg("act"), py::arg("end"))
       .def("set_extra", &StepScheduledHook::set_extra, py::arg("plan"))
       .def_property_readonly("next_step", &StepScheduledHook::next_step)
+      .def_property_readonly("timer_state",
+                             [](const StepScheduledHook& h) {
+                               return py::make_tuple(optional_step(h.timer().last_step()),
+                                                     h.timer().last_time());
+                             })
       .def("adopt_timer", &StepScheduledHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));
   py::class_<EndOnlyHook, Hook, std::shared_ptr<EndOnlyHook>>(m, "EndOnlyHook")

@@ -97,13 +97,15 @@ void LoggingTensorHook::end(const SessionRunner&) { on_end_(iter_); }
 GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer,
                                          int64_t steps_per_run, bool track_stuck_step,
                                          std::optional<int64_t> last_step, ActFn act,
-                                         LifecycleFn after_create_session, LifecycleFn end)
+                                         TriggerFn on_trigger, LifecycleFn after_create_session,
+                                         LifecycleFn end)
     : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
       timer_(timer),
       steps_per_run_(steps_per_run),
       track_stuck_step_(track_stuck_step),
       last_step_(last_step),
       act_(std::move(act)),
+      on_trigger_(std::move(on_trigger)),
       after_create_session_(std::move(after_create_session)),
       end_(std::move(end)) {}
 
@@ -122,9 +124,16 @@ void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
   // has reported 5, TF's counter is past 5 and its after_run would not log.
   const bool stuck = track_stuck_step_ && last_step_ && *last_step_ == stale &&
                      stuck_reports_ < kStuckReports;
-  if (stuck) ++stuck_reports_;
-  if (stuck || timer_.should_trigger_for_step(stale + steps_per_run_)) {
+  if (stuck) {
+    ++stuck_reports_;
     if (act_(stale, last_step_)) ctx.request_stop();
+  } else if (timer_.should_trigger_for_step(stale + steps_per_run_)) {
+    // The fetched step may predate this step's increment: TF reads it
+    // again and acts only if the timer fires for that value too.
+    RunRequest read;
+    read.plan = read_step_;
+    const int64_t fresh = scalar_as_int64(ctx.session().run(read).outputs.at(0).get());
+    if (timer_.should_trigger_for_step(fresh) && on_trigger_(fresh)) ctx.request_stop();
   }
   if (track_stuck_step_) last_step_ = stale;
 }
@@ -143,6 +152,7 @@ StepScheduledHook::StepScheduledHook(TF_Output global_step, SecondOrStepTimer ti
       on_end_(std::move(on_end)) {}
 
 void StepScheduledHook::set_extra(PlanPtr extra) {
+  has_extra_ = extra != nullptr;
   if (!extra) {
     read_step_and_extra_ = read_step_;
     return;
@@ -166,13 +176,23 @@ void StepScheduledHook::before_run(StepContext&, RunRequest& request) {
   if (requested) request.hook_state = kRequested;
 }
 
-void StepScheduledHook::after_run(StepContext&, const RunRequest& request,
+void StepScheduledHook::after_run(StepContext& ctx, const RunRequest& request,
                                   const std::vector<SharedTensor>* outputs,
                                   const std::string& run_metadata) {
   const int64_t stale = scalar_as_int64(outputs->at(0).get());
   const bool requested = request.hook_state == kRequested;
   if (next_step_ && !requested) {
     next_step_ = stale + 2;  // as TF: the step after this one's (stale + 1)
+    return;
+  }
+  if (next_step_ && !has_extra_ && !full_trace_) {
+    // A SummarySaverHook with no summary op acts on nothing but its first
+    // step: TF's after_run only reads the step afresh and moves its timer.
+    RunRequest read;
+    read.plan = read_step_;
+    const int64_t fresh = scalar_as_int64(ctx.session().run(read).outputs.at(0).get());
+    timer_.update_last_triggered_step(fresh);
+    next_step_ = fresh + 1;
     return;
   }
   std::vector<SharedTensor> extra;

@@ -79,21 +79,26 @@ class LoggingTensorHook : public Hook {
 };
 
 // The per-step gate of TF's CheckpointSaverHook and StepCounterHook: both
-// fetch the global step every step and act only when their timer fires for
-// (stale step + steps_per_run), or (StepCounterHook) when the step is stuck.
-// This hook fetches the step natively and calls `act` -- TF's own after_run
-// on the hook object -- only on those steps; after_create_session and end
-// are TF's own too. The caller hands TF's timer state back (adopt_timer)
-// after each of its Python calls, so both agree on when it last fired.
+// fetch the global step every step, and when their timer fires for (stale
+// step + steps_per_run) read the step afresh and act only if the timer also
+// fires for that fresh step. This hook does all of that natively -- fetch,
+// timer, fresh read -- and calls Python only to act: `on_trigger` runs TF's
+// own code for a firing step (update TF's timer, then save a checkpoint or
+// write global_step/sec). StepCounterHook also warns, at most 5 times, when
+// the step did not move: on such a step `act` runs TF's whole after_run, so
+// the warning is TF's own log line. after_create_session and end are TF's
+// own. The caller hands TF's timer state back (adopt_timer) after each of
+// its Python calls, so both agree on when it last fired.
 class GlobalStepGatedHook : public Hook {
  public:
-  // `act` returns whether TF's after_run requested stop.
+  // `act` (TF's after_run) and `on_trigger` return whether stop was requested.
   using ActFn = std::function<bool(int64_t stale_step, std::optional<int64_t> last_step)>;
+  using TriggerFn = std::function<bool(int64_t fresh_step)>;
   using LifecycleFn = std::function<void(std::optional<int64_t> last_step)>;
 
   GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer, int64_t steps_per_run,
                       bool track_stuck_step, std::optional<int64_t> last_step, ActFn act,
-                      LifecycleFn after_create_session, LifecycleFn end);
+                      TriggerFn on_trigger, LifecycleFn after_create_session, LifecycleFn end);
   void after_create_session(const SessionRunner& session) override;
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
@@ -115,6 +120,7 @@ class GlobalStepGatedHook : public Hook {
   static constexpr int kStuckReports = 5;
   int stuck_reports_ = 0;
   ActFn act_;
+  TriggerFn on_trigger_;
   LifecycleFn after_create_session_, end_;
 };
 
@@ -147,12 +153,14 @@ class StepScheduledHook : public Hook {
   void adopt_timer(std::optional<int64_t> last_step, double last_time) {
     timer_.set_state(last_step, last_time);
   }
+  const SecondOrStepTimer& timer() const { return timer_; }
 
  private:
   PlanPtr read_step_, read_step_and_extra_;
   SecondOrStepTimer timer_;
   bool act_on_first_step_;
   bool full_trace_;
+  bool has_extra_ = false;
   ActFn act_;
   std::function<void()> on_end_;
   std::optional<int64_t> next_step_;

@@ -22,6 +22,8 @@ class SecondOrStepTimer {
   // Returns the seconds since the previous trigger, if there was one.
   std::optional<double> update_last_triggered_step(int64_t step);
   void reset() { last_step_.reset(); }
+  std::optional<int64_t> last_step() const { return last_step_; }
+  double last_time() const { return last_time_; }
   // Adopts a timer state kept elsewhere (TF's Python timer of the same hook).
   void set_state(std::optional<int64_t> last_step, double last_time) {
     last_step_ = last_step;

@@ -495,6 +495,101 @@ def test_step_counter_hook_output_dir(check):
       CREATED + [('INFO', 'global_step/sec')] * 3))
 
 
+def read_after_increment_graph():
+  """A graph whose stock hooks' global-step read tensor runs the increment
+  first (it waits for `train`): every step they fetch is already the
+  incremented one, so StepCounterHook and CheckpointSaverHook see their
+  timer fire for stale + 1 one step early and read the step afresh -- and
+  each such fresh read runs `train` once more. The global step thus counts
+  every fresh read TF's algorithm makes. Returns `train`."""
+  gs = v1.train.get_or_create_global_step()
+  train = v1.assign_add(gs, 1, name='train')
+  with tf.control_dependencies([train]):
+    training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
+  return train
+
+
+def _hook_states(counter, saver, summaries):
+  """What TF's hook objects hold of their schedules after a run."""
+  def timer(hook):
+    last = hook._timer._last_triggered_step  # pylint: disable=protected-access
+    return None if last is None else int(last)
+  def step(value):
+    return None if value is None else int(value)
+  return dict(counter=(timer(counter), step(counter._last_global_step)),  # pylint: disable=protected-access
+              saver=timer(saver),
+              summaries=(timer(summaries), step(summaries._next_step)))  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize('graph', ['read_first', 'read_after_increment'])
+def test_global_step_schedules_with_stale_and_fresh_steps(check, graph):
+  """StepCounterHook, CheckpointSaverHook (save_steps) and a SummarySaverHook
+  with no summary op, whose fresh global-step reads and timers run natively
+  in fastmts: the same summaries, checkpoints and log lines as TF, and TF's
+  hook objects end with the same timer and step state, whether the fetched
+  step predates the increment or not."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default(), tf_log() as lines:
+      if graph == 'read_first':
+        train = read_first_graph()[2]
+      else:
+        train = read_after_increment_graph()
+      scaffold = impl.Scaffold()
+      counter = v1.train.StepCounterHook(every_n_steps=5, output_dir=workdir)
+      saver = v1.train.CheckpointSaverHook(workdir, save_steps=4, scaffold=scaffold)
+      summaries = v1.train.SummarySaverHook(save_steps=3, output_dir=workdir,
+                                            scaffold=scaffold)
+      creator = impl.ChiefSessionCreator(scaffold=scaffold)
+      with impl.MonitoredSession(session_creator=creator,
+                                 hooks=[counter, saver, summaries]) as sess:
+        results = run_steps(sess, train, 23)
+      states = _hook_states(counter, saver, summaries)
+    flush_cached_writer(workdir)
+    logged = [(level, msg.split(':')[0]) for level, msg in in_dir(workdir, lines)]
+    return results, events(workdir, rates=False), ckpt_files(workdir), logged, states
+
+  _, (_, records), _, logged, states = check(scenario)
+  rate_steps = [r[2] for r in records if r[1] == 'global_step/sec']
+  ckpt_steps = [r[2] for r in records if r[:2] == ('session_log', 'CHECKPOINT')]
+  # TF's figures; the fastmts run must equal them (check compares all).
+  if graph == 'read_first':
+    assert rate_steps == [6, 11, 16, 21], records
+    assert ckpt_steps == [0, 4, 8, 12, 16, 20, 23], records
+    assert states == dict(counter=(21, 22), saver=20, summaries=(22, 24)), states
+  else:
+    assert rate_steps == list(range(9, 70, 6)), records
+    assert ckpt_steps == list(range(1, 68, 6)) + [72], records
+    assert states == dict(counter=(69, 68), saver=67, summaries=(71, 72)), states
+  assert logged.count(('INFO', 'global_step/sec')) == len(rate_steps), logged
+
+
+def test_step_counter_warns_about_a_stuck_step(check):
+  """Runs that do not move the global step make StepCounterHook warn, at
+  most 5 times (TF's log_first_n, counted per process: reset before each
+  scenario), while its rates keep their schedule."""
+  from tensorflow.python.platform import tf_logging  # pylint: disable=g-import-not-at-top
+
+  def scenario(impl, workdir):
+    tf_logging._log_counter_per_token.clear()  # pylint: disable=protected-access
+    with tf.Graph().as_default(), tf_log() as lines:
+      step, _, train = read_first_graph()
+      counter = v1.train.StepCounterHook(every_n_steps=2, output_dir=workdir)
+      plan = [train, step, step, train] + [step] * 8 + [train] * 4
+      with impl.MonitoredSession(hooks=[counter]) as sess:
+        results = [sess.run(fetch) for fetch in plan]
+      last = counter._last_global_step  # pylint: disable=protected-access
+    flush_cached_writer(workdir)
+    warnings = [msg for level, msg in lines if level == 'WARNING']
+    return results, events(workdir, rates=False), warnings, int(last)
+
+  results, (_, records), warnings, last = check(scenario)
+  assert [int(r) for r in results] == [1, 1, 1, 2] + [2] * 8 + [3, 4, 5, 6]
+  assert len(warnings) == 5 and all('has not been increased' in w for w in warnings)
+  assert [r[2] for r in records if r[0] == 'summary'] == [3, 5], records
+  assert last == 5
+
+
 # ---------------------------------------------------------------------------
 # FinalOpsHook
 # ---------------------------------------------------------------------------

@@ -137,11 +137,11 @@ class _NativeLoggingTensor:
 
 
 class _NativeGlobalStepGated:
-  """CheckpointSaverHook and StepCounterHook: the global step is fetched and
-  the timer consulted natively every step; TF's own after_run (saving a
-  checkpoint, writing global_step/sec) runs only on the steps where it can
-  act, and after_create_session / end are TF's own, so files and log lines
-  are TF's."""
+  """CheckpointSaverHook and StepCounterHook: the global step is fetched, the
+  timer consulted and the step read afresh natively; Python runs only on the
+  steps where the hook acts, and then TF's own code (its timer, `_save`,
+  `_log_and_record`, or for a stuck step its whole after_run), as do
+  after_create_session and end, so files and log lines are TF's."""
 
   def __init__(self, hook, owner):
     timer = hook._timer  # pylint: disable=protected-access
@@ -167,6 +167,19 @@ class _NativeGlobalStepGated:
             run_metadata=config_pb2.RunMetadata()))
       return run_context.stop_requested
 
+    def on_trigger(fresh_step):
+      # The body of TF's after_run once its timer fired for the fresh step.
+      global_step = as_step(fresh_step)
+      with _timer_handed_back(me.native, timer):
+        if not timer.should_trigger_for_step(global_step):  # TF's clock decides
+          return False
+        elapsed_time, elapsed_steps = timer.update_last_triggered_step(global_step)
+        if track_stuck:
+          if elapsed_time is not None:
+            hook._log_and_record(elapsed_steps, elapsed_time, global_step)  # pylint: disable=protected-access
+          return False
+        return bool(hook._save(owner.tf_sess, global_step))  # pylint: disable=protected-access
+
     def after_create_session(last_step):
       del last_step
       with _timer_handed_back(me.native, timer):
@@ -182,7 +195,7 @@ class _NativeGlobalStepGated:
         *_output(step),
         _optional_float(timer._every_secs), _optional_float(timer._every_steps),  # pylint: disable=protected-access
         int(hook._steps_per_run), track_stuck,  # pylint: disable=protected-access
-        None if last is None else int(last), act, after_create_session, end)
+        None if last is None else int(last), act, on_trigger, after_create_session, end)
 
   @staticmethod
   def accepts(hook):
@@ -233,10 +246,15 @@ class _NativeStepScheduled:
         lambda: me._end())  # pylint: disable=protected-access,unnecessary-lambda
 
   def _end(self):
-    # TF's hook object ends with the step it expects next, as in TF.
+    # TF's hook object ends with the step it expects next and its timer's
+    # state, as in TF (steps without summaries move them natively).
     next_step = self.native.next_step
     as_step = self._hook._global_step_tensor.dtype.as_numpy_dtype  # pylint: disable=protected-access
     self._hook._next_step = None if next_step is None else as_step(next_step)  # pylint: disable=protected-access
+    last_step, last_time = self.native.timer_state
+    if last_step is not None:
+      timer = self._hook._timer  # pylint: disable=protected-access
+      timer._last_triggered_step, timer._last_triggered_time = as_step(last_step), last_time  # pylint: disable=protected-access
     self._hook.end(self._owner.tf_sess)
 
   def after_attach(self):
