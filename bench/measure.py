@@ -17,10 +17,15 @@ kind      'stock'   tf.compat.v1.train.MonitoredTrainingSession
           'session' plain tf.compat.v1.Session.run(train_op) in a Python loop
           'native'  fastmts.native_floor_loop(session, fetches, steps): the
                     same TF_SessionRun calls in a C++ loop (the speed floor).
-                    With a hooks preset the fetches are those the preset's
-                    hooks add to every step, merged as one run does
-                    ('stop': train_op + global step; 'full': + loss), so the
-                    floor is the TF work any implementation must do.
+                    Without a preset: train_op on a plain Session. With a
+                    hooks preset: on the session of a stock
+                    MonitoredTrainingSession built with that preset (same
+                    graph, same session setup), the fetches its hooks add to
+                    every step merged as one run does ('stop': train_op + the
+                    global step; 'full': + the global-step read tensor that
+                    TF's default hooks fetch, + loss). So the floor is the TF
+                    work any implementation of that step must do, and
+                    nothing else: the hooks themselves never run.
 
 A *runner* owns its own graph and an already-created session; ``block(n)``
 runs ``n`` steps of ``train_op`` and returns the wall time in seconds, so
@@ -40,6 +45,7 @@ import time
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import tensorflow as tf  # noqa: E402
+from tensorflow.python.training import training_util  # noqa: E402
 
 tf.compat.v1.disable_eager_execution()
 # The compat.v1 APIs log deprecation warnings; keep benchmark output readable.
@@ -144,7 +150,7 @@ class SessionRunner(Runner):
         return time.perf_counter() - t0
 
 
-class NativeFloorRunner(SessionRunner):
+class NativeFloorRunner(Runner):
     """``fastmts.native_floor_loop``: TF_SessionRun in a C++ loop, no GIL."""
 
     kind = 'native'
@@ -154,11 +160,27 @@ class NativeFloorRunner(SessionRunner):
         if not ok:
             raise RuntimeError(reason)
         self._loop = load_fastmts()[0].native_floor_loop
-        super().__init__(graph)
         self.hooks_name = hooks
+        self._mts = None
+        if hooks is None:
+            self._plain = SessionRunner(graph)
+            self.graph, self.model = self._plain.graph, self._plain.model
+            self._session = self._plain.sess
+            self._fetches = self.model.train_op
+            return
+        # The preset's own session; its hooks are built (and their tensors
+        # exist) but never run: the loop below calls TF directly.
+        self._mts = MTSRunner('stock', graph, hooks)
+        self.graph, self.model = self._mts.graph, self._mts.model
+        self._session = self._mts.sess._tf_sess()  # pylint: disable=protected-access
         m = self.model
-        self._fetches = {None: m.train_op, 'stop': [m.train_op, m.global_step],
-                         'full': [m.train_op, m.global_step, m.loss]}[hooks]
+        fetches = [m.train_op, m.global_step]
+        if hooks == 'full':
+            # StepCounterHook, SummarySaverHook and CheckpointSaverHook fetch
+            # this tensor (created by their begin()), not the variable.
+            fetches += [training_util._get_or_create_global_step_read(self.graph),  # pylint: disable=protected-access
+                        m.loss]
+        self._fetches = fetches
 
     @property
     def name(self):
@@ -166,7 +188,14 @@ class NativeFloorRunner(SessionRunner):
 
     def block(self, steps):
         # The extension times its own loop (excludes the Python call).
-        return float(self._loop(self.sess, self._fetches, steps))
+        return float(self._loop(self._session, self._fetches, steps))
+
+    def close(self):
+        if self._mts is not None:
+            self._mts.close()
+            self._mts = None
+        else:
+            self._plain.close()
 
 
 class MonitoredBlock:

@@ -151,9 +151,11 @@ def main(argv=None):
              elapsed))
     print(table(results))
     print('\nMicroseconds per step. floor = the same TF_SessionRun calls in a '
-          'C++ loop: of train_op alone, and of train_op with the tensors the '
-          "hooks fetch every step (global step; 'full' also the loss), which "
-          'the ratios use.')
+          'C++ loop: of train_op alone on a plain Session, and, which the '
+          "ratios use, on the preset's own MonitoredTrainingSession session, "
+          'of train_op with the tensors its hooks fetch every step (the global '
+          "step; 'full' also the global-step read tensor of TF's default "
+          'hooks and the loss), the hooks themselves never running.')
     print('\nhooks: `stop` = [StopAtStepHook] only, no checkpoint_dir; '
           '`full` = checkpoint_dir + MonitoredTrainingSession defaults + '
           'StopAtStepHook, NanTensorHook(loss), '

@@ -13,15 +13,10 @@
 #include <vector>
 
 #include "coordinator.h"
+#include "fetch_merge.h"
 #include "run_plan.h"
 
 namespace fastmts {
-
-// Raised when two parties feed the same tensor (TF raises RuntimeError).
-class FeedConflictError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // Raised by run() once a hook has requested stop (TF: RuntimeError).
 class StoppedError : public std::runtime_error {
@@ -64,6 +59,11 @@ class Hook {
   virtual void after_run(StepContext& ctx, const RunRequest& request,
                          const std::vector<SharedTensor>* outputs,
                          const std::string& run_metadata) {}
+  // Whether the values fetched for `request` may outlive after_run or reach
+  // Python. A fetched tensor can alias live state (a variable's buffer);
+  // only values that are kept are made the step's own (moved, or copied),
+  // so a hook that just reads them during after_run says false.
+  virtual bool keeps_values(const RunRequest& request) const { return true; }
   virtual void end(const SessionRunner& session) {}
 };
 using HookPtr = std::shared_ptr<Hook>;
@@ -124,6 +124,7 @@ class HookedSession {
 
  private:
   std::vector<HookPtr> hooks_;
+  MergedFetchCache merged_fetches_;
   SessionRunner runner_{nullptr};
   std::atomic<bool> stop_requested_{false};
   int64_t steps_run_ = 0;

@@ -176,6 +176,10 @@ void StepScheduledHook::before_run(StepContext&, RunRequest& request) {
   if (requested) request.hook_state = kRequested;
 }
 
+bool StepScheduledHook::keeps_values(const RunRequest& request) const {
+  return request.hook_state == kRequested;
+}
+
 void StepScheduledHook::after_run(StepContext& ctx, const RunRequest& request,
                                   const std::vector<SharedTensor>* outputs,
                                   const std::string& run_metadata) {

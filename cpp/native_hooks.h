@@ -26,6 +26,7 @@ class StopAtStepHook : public Hook {
   void after_run(StepContext& ctx, const RunRequest& request,
                  const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
+  bool keeps_values(const RunRequest&) const override { return false; }
 
   int64_t last_step() const { return last_step_; }
 
@@ -44,6 +45,7 @@ class NanTensorHook : public Hook {
   void after_run(StepContext& ctx, const RunRequest& request,
                  const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
+  bool keeps_values(const RunRequest&) const override { return false; }
 
  private:
   PlanPtr read_loss_;
@@ -104,6 +106,7 @@ class GlobalStepGatedHook : public Hook {
   void after_run(StepContext& ctx, const RunRequest& request,
                  const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
+  bool keeps_values(const RunRequest&) const override { return false; }
   void end(const SessionRunner& session) override;
   // Called by the caller after each Python call into the hook, even one that
   // raised: TF's timer is the reference.
@@ -148,6 +151,8 @@ class StepScheduledHook : public Hook {
   void after_run(StepContext& ctx, const RunRequest& request,
                  const std::vector<SharedTensor>* outputs,
                  const std::string& run_metadata) override;
+  // Only the summaries or trace of a step it acts on go on to Python.
+  bool keeps_values(const RunRequest& request) const override;
   void end(const SessionRunner&) override { on_end_(); }
   std::optional<int64_t> next_step() const { return next_step_; }
   void adopt_timer(std::optional<int64_t> last_step, double last_time) {

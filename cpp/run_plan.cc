@@ -15,7 +15,7 @@ void SessionRunner::run(const std::vector<TF_Output>& inputs,
                         const std::vector<TF_Output>& fetches,
                         const std::vector<TF_Operation*>& targets,
                         const std::string& run_options, bool want_metadata,
-                        RunResult* result) const {
+                        RunResult* result, const std::vector<char>* must_own) const {
   result->outputs.clear();
   // As TF's Session.run: nothing to fetch or run means no run at all.
   if (fetches.empty() && targets.empty()) return;
@@ -36,7 +36,11 @@ void SessionRunner::run(const std::vector<TF_Output>& inputs,
     status.raise_if_error();
   }
   result->outputs.reserve(raw_outputs.size());
-  for (TF_Tensor* t : raw_outputs) result->outputs.push_back(take_exclusive(t));
+  for (size_t i = 0; i < raw_outputs.size(); ++i) {
+    TF_Tensor* t = raw_outputs[i];
+    result->outputs.push_back(!must_own || (*must_own)[i] ? take_exclusive(t)
+                                                          : SharedTensor(t, TensorDeleter()));
+  }
   if (metadata)
     result->run_metadata.assign(static_cast<const char*>(metadata->data), metadata->length);
 }

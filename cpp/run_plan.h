@@ -73,9 +73,13 @@ class SessionRunner {
   explicit SessionRunner(TF_Session* session, const BlockingCallGuard* guard = nullptr)
       : session_(session), guard_(guard) {}
 
+  // `must_own` (null: all) says which fetched values must be the step's own:
+  // TF may return a view of live state (a variable's buffer), which is fine
+  // to read right away but is moved or copied before anyone keeps it.
   void run(const std::vector<TF_Output>& inputs, const std::vector<TF_Tensor*>& input_values,
            const std::vector<TF_Output>& fetches, const std::vector<TF_Operation*>& targets,
-           const std::string& run_options, bool want_metadata, RunResult* result) const;
+           const std::string& run_options, bool want_metadata, RunResult* result,
+           const std::vector<char>* must_own = nullptr) const;
 
   // A plain run of one request, as hooks' own session.run() calls do.
   RunResult run(const RunRequest& request, bool want_metadata = false) const;

@@ -628,3 +628,48 @@ def test_results_do_not_alias_between_runs(check):
   check(scenario, expected=(np.array([100.0, 2.0], np.float32),
                             np.array([2.0, 3.0], np.float32),
                             np.array([2.0, 3.0], np.float32)))
+
+
+def test_kept_results_are_snapshots_when_native_hooks_share_fetches(check):
+  """Native hooks that only read the values they fetch (StopAtStepHook reads
+  the global step, NanTensorHook the loss) share those fetches with the
+  caller and with a Python hook that keeps what it gets: every value kept is
+  that step's, never a view of the variable that later steps change."""
+
+  class KeepingHook(v1.train.SessionRunHook):
+
+    def __init__(self, tensor):
+      self.tensor, self.kept = tensor, []
+
+    def before_run(self, run_context):
+      return v1.train.SessionRunArgs(self.tensor)
+
+    def after_run(self, run_context, run_values):
+      self.kept.append(run_values.results)
+
+  def scenario(impl, workdir):
+    del workdir
+    with tf.Graph().as_default():
+      # Ref variables: TF updates them in place, so a fetched value that
+      # still viewed one would change under later steps.
+      gs = v1.get_variable(
+          'global_step', shape=[], dtype=tf.int64, trainable=False,
+          initializer=v1.zeros_initializer(), use_resource=False,
+          collections=[v1.GraphKeys.GLOBAL_VARIABLES, v1.GraphKeys.GLOBAL_STEP])
+      v = v1.get_variable('v', initializer=[0.0, 0.0], use_resource=False)
+      loss = tf.reduce_sum(v)
+      train = tf.group(v1.assign_add(v, [1.0, 2.0]), v1.assign_add(gs, 1))
+      keeper = KeepingHook(v)
+      hooks = [v1.train.StopAtStepHook(last_step=4), v1.train.NanTensorHook(loss), keeper]
+      caller = []
+      with impl.MonitoredSession(hooks=hooks) as sess:
+        while not sess.should_stop():
+          caller.append(sess.run([train, gs, v, loss])[1:])
+      # A view of the variable would now show its last value everywhere.
+      return ([(int(s), list(map(float, a)), float(l)) for s, a, l in caller],
+              sorted(tuple(map(float, a)) for a in keeper.kept))
+
+  result = check(scenario)
+  steps = [s for s, _, _ in result[0]]
+  assert len(steps) == 4 and len(set(steps)) == 4, result
+  assert len(set(result[1])) == 4, result

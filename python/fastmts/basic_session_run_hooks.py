@@ -6,7 +6,6 @@ instance of exactly such a class reaches a fastmts monitored session, its
 per-step work runs in C++ instead of its Python methods; a subclass (which
 may override anything) runs through the Python dispatch unchanged.
 """
-import contextlib
 import weakref
 
 from tensorflow.core.protobuf import config_pb2
@@ -41,14 +40,25 @@ def _optional_float(value):
   return None if value is None else float(value)
 
 
-@contextlib.contextmanager
-def _timer_handed_back(native, timer):
-  """Runs TF's own hook code, then hands TF's timer state to the native mirror
-  of that timer: whether the code moved it or not, and even if it raised."""
-  try:
-    yield
-  finally:
-    native.adopt_timer(timer._last_triggered_step, timer._last_triggered_time or 0.0)  # pylint: disable=protected-access
+class _timer_handed_back:  # pylint: disable=invalid-name
+  """`with _timer_handed_back(native, timer):` runs TF's own hook code, then
+  hands TF's timer state to the native mirror of that timer: whether the code
+  moved it or not, and even if it raised. (A class, not a generator-based
+  context manager: it runs on the steps where a hook acts, inside the loop.)"""
+
+  __slots__ = ('_native', '_timer')
+
+  def __init__(self, native, timer):
+    self._native = native
+    self._timer = timer
+
+  def __enter__(self):
+    return None
+
+  def __exit__(self, *exc_info):
+    timer = self._timer
+    self._native.adopt_timer(timer._last_triggered_step, timer._last_triggered_time or 0.0)  # pylint: disable=protected-access
+    return False
 
 
 def _output(tensor):
