@@ -383,3 +383,13 @@ def ratio(a, b):
     if a is None or b is None or b == 0:
         return None
     return a / b
+
+
+def paired_ratio(samples_a, samples_b):
+    """Median over rounds of (a's block / b's block in the same round), or
+    None when either is missing. Blocks of one round run back to back, so
+    each ratio sees the same state of a noisy machine; the median of those
+    moves much less between runs than the ratio of two medians taken over
+    stretches the machine spent differently."""
+    pairs = [a / b for a, b in zip(samples_a or [], samples_b or []) if b]
+    return statistics.median(pairs) if pairs else None

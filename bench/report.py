@@ -76,7 +76,9 @@ def measure_graph(graph, steps, repeats, log):
     return med, spread, samples, missing
 
 
-def table(results):
+def table(results, samples):
+    """The Markdown table; ``samples[graph][runner]`` are per-round us/step,
+    which the ratio columns pair round by round (measure.paired_ratio)."""
     cols = ['scenario', 'floor: train_op', 'floor: merged fetches', 'Session.run',
             'stock MTS', 'fastmts run', 'fastmts run_steps',
             'stock/floor', 'fastmts/floor', 'run_steps/floor',
@@ -85,17 +87,19 @@ def table(results):
              '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
     for graph, med in results.items():
         bare, sess = med.get('native'), med.get('session')
+        rounds = samples.get(graph, {})
+
+        def paired(a, b):
+            return measure.paired_ratio(rounds.get(a), rounds.get(b))
+
         for hooks in measure.HOOKS:
-            floor = med.get('native/%s' % hooks)
-            stock = med.get('stock/%s' % hooks)
-            fast = med.get('fastmts/%s' % hooks)
-            loop = med.get('fastmts-loop/%s' % hooks)
-            row = ['%s / %s' % (graph, hooks), _us(bare), _us(floor), _us(sess),
-                   _us(stock), _us(fast), _us(loop),
-                   _x(measure.ratio(stock, floor)),
-                   _x(measure.ratio(fast, floor)),
-                   _x(measure.ratio(loop, floor)),
-                   _x(measure.ratio(stock, fast))]
+            floor, stock, fast, loop = ('%s/%s' % (kind, hooks) for kind in (
+                'native', 'stock', 'fastmts', 'fastmts-loop'))
+            row = ['%s / %s' % (graph, hooks), _us(bare), _us(med.get(floor)),
+                   _us(sess), _us(med.get(stock)), _us(med.get(fast)),
+                   _us(med.get(loop)),
+                   _x(paired(stock, floor)), _x(paired(fast, floor)),
+                   _x(paired(loop, floor)), _x(paired(stock, fast))]
             lines.append('| ' + ' | '.join(row) + ' |')
     return '\n'.join(lines)
 
@@ -149,13 +153,15 @@ def main(argv=None):
           '(+1 warmup), medians; %.0f s total.\n'
           % (measure.tf.__version__, fast_state, args.steps, args.repeats,
              elapsed))
-    print(table(results))
-    print('\nMicroseconds per step. floor = the same TF_SessionRun calls in a '
-          'C++ loop: of train_op alone on a plain Session, and, which the '
-          "ratios use, on the preset's own MonitoredTrainingSession session, "
-          'of train_op with the tensors its hooks fetch every step (the global '
-          "step; 'full' also the global-step read tensor of TF's default "
-          'hooks and the loss), the hooks themselves never running.')
+    print(table(results, {g: raw[g]['samples_us'] for g in raw}))
+    print('\nMicroseconds per step (medians). floor = the same TF_SessionRun '
+          'calls in a C++ loop, outputs dropped: of train_op alone on a plain '
+          "Session, and, which the ratios use, on the preset's own "
+          'MonitoredTrainingSession session, of train_op with the tensors its '
+          "hooks fetch every step (the global step; 'full' also the "
+          "global-step read tensor of TF's default hooks and the loss), the "
+          'hooks themselves never running. Ratios are medians of per-round '
+          'ratios (blocks of one round run back to back).')
     print('\nhooks: `stop` = [StopAtStepHook] only, no checkpoint_dir; '
           '`full` = checkpoint_dir + MonitoredTrainingSession defaults + '
           'StopAtStepHook, NanTensorHook(loss), '

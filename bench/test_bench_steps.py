@@ -110,7 +110,7 @@ def _interleaved(benchmark, group, own, partners, info):
         'per_step_us': med[own_name],
         'interleaved_per_step_us': med,
     })
-    return med
+    return med, inter.samples
 
 
 @pytest.mark.parametrize('impl', measure.IMPLS)
@@ -124,13 +124,14 @@ def test_mts_steps(benchmark, runners, graph, hooks, impl):
     floor = runners('native', graph, hooks)
     if isinstance(floor, measure.Runner):
         partners['native'] = floor
-    med = _interleaved(benchmark, '%s/%s' % (graph, hooks), {impl: own},
-                       partners, dict(note, graph=graph, hooks=hooks))
+    _, rounds = _interleaved(benchmark, '%s/%s' % (graph, hooks), {impl: own},
+                             partners, dict(note, graph=graph, hooks=hooks))
+    # Ratios pair the blocks of each round (measure.paired_ratio).
     fast = impl if impl != 'stock' else 'fastmts'
-    benchmark.extra_info['speedup_stock_over_%s' % fast] = measure.ratio(
-        med.get('stock'), med.get(fast))
-    benchmark.extra_info['%s_over_floor' % impl] = measure.ratio(
-        med.get(impl), med.get('native'))
+    benchmark.extra_info['speedup_stock_over_%s' % fast] = measure.paired_ratio(
+        rounds.get('stock'), rounds.get(fast))
+    benchmark.extra_info['%s_over_floor' % impl] = measure.paired_ratio(
+        rounds.get(impl), rounds.get('native'))
 
 
 @pytest.mark.parametrize('impl', measure.FLOORS)
@@ -138,7 +139,7 @@ def test_mts_steps(benchmark, runners, graph, hooks, impl):
 def test_floor_steps(benchmark, runners, graph, impl):
     other = 'native' if impl == 'session' else 'session'
     own, partners, note = _own_and_partners(runners, impl, other, graph)
-    med = _interleaved(benchmark, '%s/floor' % graph, {impl: own}, partners,
-                       dict(note, graph=graph, hooks='none'))
-    benchmark.extra_info['session_over_native'] = measure.ratio(
-        med.get('session'), med.get('native'))
+    _, rounds = _interleaved(benchmark, '%s/floor' % graph, {impl: own}, partners,
+                             dict(note, graph=graph, hooks='none'))
+    benchmark.extra_info['session_over_native'] = measure.paired_ratio(
+        rounds.get('session'), rounds.get('native'))

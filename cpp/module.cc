@@ -524,11 +524,16 @@ py::object optional_step(std::optional<int64_t> step) {
 
 double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, int64_t steps) {
   SessionRunner runner(session_pointer(tf_session));
-  RunRequest request;
-  request.plan = plan;
+  static const std::vector<TF_Output> kNoInputs;
+  static const std::vector<TF_Tensor*> kNoValues;
+  static const std::string kNoOptions;
+  const std::vector<char> keep_none(plan->fetches.size(), 0);  // outputs are only dropped
+  RunResult result;
   py::gil_scoped_release nogil;
   auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < steps; ++i) runner.run(request);
+  for (int64_t i = 0; i < steps; ++i)
+    runner.run(kNoInputs, kNoValues, plan->fetches, plan->targets, kNoOptions, false, &result,
+               &keep_none);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
