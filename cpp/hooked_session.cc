@@ -128,7 +128,7 @@ RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void*
   for (size_t i = 0; i < n; ++i) {
     timed(costs ? &costs->after_run_seconds[i] : nullptr, [&] {
       if (requests[i].plan) {
-        std::vector<SharedTensor> mine = pick(merged.outputs, fetches->where[i]);
+        const Fetched mine(merged.outputs, fetches->where[i]);
         hooks_[i]->after_run(ctx, requests[i], &mine, merged.run_metadata);
       } else {
         hooks_[i]->after_run(ctx, requests[i], nullptr, merged.run_metadata);

@@ -42,6 +42,26 @@ class StepContext {
   bool stop_requested_ = false;
 };
 
+// One party's values within a step's merged outputs, in the order of its
+// plan's fetches. A view, valid during the after_run it is given to.
+class Fetched {
+ public:
+  Fetched(const std::vector<SharedTensor>& all, const std::vector<size_t>& where)
+      : all_(all), where_(where) {}
+  size_t size() const { return where_.size(); }
+  const SharedTensor& operator[](size_t i) const { return all_[where_[i]]; }
+  // The values from `first` on, for whoever keeps them (shared, not copied).
+  std::vector<SharedTensor> to_vector(size_t first = 0) const {
+    std::vector<SharedTensor> out;
+    for (size_t i = first; i < where_.size(); ++i) out.push_back(all_[where_[i]]);
+    return out;
+  }
+
+ private:
+  const std::vector<SharedTensor>& all_;
+  const std::vector<size_t>& where_;
+};
+
 // The SessionRunHook protocol from session creation on. begin() is graph
 // construction (it may add ops), so it stays in Python: a native hook is
 // built by its Python wrapper's begin().
@@ -56,8 +76,7 @@ class Hook {
   // never in the hook, since several steps may run at once on one session.
   // `outputs` holds one value per fetch of request.plan, or is null when
   // the hook asked for no plan.
-  virtual void after_run(StepContext& ctx, const RunRequest& request,
-                         const std::vector<SharedTensor>* outputs,
+  virtual void after_run(StepContext& ctx, const RunRequest& request, const Fetched* outputs,
                          const std::string& run_metadata) {}
   // Whether the values fetched for `request` may outlive after_run or reach
   // Python. A fetched tensor can alias live state (a variable's buffer);

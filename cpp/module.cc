@@ -359,7 +359,7 @@ class PyHook : public Hook {
   }
 
   void after_run(StepContext& ctx, const RunRequest& request,
-                 const std::vector<SharedTensor>* outputs,
+                 const Fetched* outputs,
                  const std::string& run_metadata) override {
     py::handle state = step_state(ctx);
     share_stop_request(ctx, state);
@@ -368,7 +368,8 @@ class PyHook : public Hook {
     py::object results = py::none();
     if (outputs) {
       auto flat = std::static_pointer_cast<const FlatPlans::Entry>(request.hook_state);
-      results = flat ? FlatPlans::build(*flat, *outputs) : build_(state, outputs_to_python(*outputs));
+      const std::vector<SharedTensor> values = outputs->to_vector();
+      results = flat ? FlatPlans::build(*flat, values) : build_(state, outputs_to_python(values));
     }
     // SessionRunValues is a namedtuple: tuple.__new__ makes one without
     // running its Python __new__.

@@ -32,10 +32,10 @@ void StopAtStepHook::after_create_session(const SessionRunner& session) {
 void StopAtStepHook::before_run(StepContext&, RunRequest& request) { request.plan = read_step_; }
 
 void StopAtStepHook::after_run(StepContext& ctx, const RunRequest&,
-                               const std::vector<SharedTensor>* outputs, const std::string&) {
+                               const Fetched* outputs, const std::string&) {
   // The value read may predate this step's increment: as TF does, confirm
   // with a fresh read before stopping.
-  if (scalar_as_int64(outputs->at(0).get()) + 1 < last_step_) return;
+  if (scalar_as_int64((*outputs)[0].get()) + 1 < last_step_) return;
   RunRequest read;
   read.plan = read_step_;
   if (scalar_as_int64(ctx.session().run(read).outputs.at(0).get()) >= last_step_)
@@ -69,8 +69,8 @@ NanTensorHook::NanTensorHook(TF_Output loss, bool fail_on_nan_loss, std::functio
 void NanTensorHook::before_run(StepContext&, RunRequest& request) { request.plan = read_loss_; }
 
 void NanTensorHook::after_run(StepContext& ctx, const RunRequest&,
-                              const std::vector<SharedTensor>* outputs, const std::string&) {
-  if (!scalar_is_nan(outputs->at(0).get())) return;
+                              const Fetched* outputs, const std::string&) {
+  if (!scalar_is_nan((*outputs)[0].get())) return;
   on_nan_();  // raises when failing on NaN
   if (!fail_on_nan_loss_) ctx.request_stop();
 }
@@ -87,8 +87,8 @@ void LoggingTensorHook::before_run(StepContext&, RunRequest& request) {
 }
 
 void LoggingTensorHook::after_run(StepContext&, const RunRequest&,
-                                  const std::vector<SharedTensor>* outputs, const std::string&) {
-  if (outputs) log_(iter_, *outputs);  // the tensors were asked for: this step logs
+                                  const Fetched* outputs, const std::string&) {
+  if (outputs) log_(iter_, outputs->to_vector());  // the tensors were asked for: this step logs
   ++iter_;
 }
 
@@ -118,8 +118,8 @@ void GlobalStepGatedHook::before_run(StepContext&, RunRequest& request) {
 }
 
 void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
-                                    const std::vector<SharedTensor>* outputs, const std::string&) {
-  const int64_t stale = scalar_as_int64(outputs->at(0).get());
+                                    const Fetched* outputs, const std::string&) {
+  const int64_t stale = scalar_as_int64((*outputs)[0].get());
   // TF warns about a stuck step with log_first_n(..., 5): once this hook
   // has reported 5, TF's counter is past 5 and its after_run would not log.
   const bool stuck = track_stuck_step_ && last_step_ && *last_step_ == stale &&
@@ -181,9 +181,9 @@ bool StepScheduledHook::keeps_values(const RunRequest& request) const {
 }
 
 void StepScheduledHook::after_run(StepContext& ctx, const RunRequest& request,
-                                  const std::vector<SharedTensor>* outputs,
+                                  const Fetched* outputs,
                                   const std::string& run_metadata) {
-  const int64_t stale = scalar_as_int64(outputs->at(0).get());
+  const int64_t stale = scalar_as_int64((*outputs)[0].get());
   const bool requested = request.hook_state == kRequested;
   if (next_step_ && !requested) {
     next_step_ = stale + 2;  // as TF: the step after this one's (stale + 1)
@@ -200,7 +200,7 @@ void StepScheduledHook::after_run(StepContext& ctx, const RunRequest& request,
     return;
   }
   std::vector<SharedTensor> extra;
-  if (requested) extra.assign(outputs->begin() + 1, outputs->end());
+  if (requested) extra = outputs->to_vector(1);
   next_step_ = act_(stale, next_step_, requested, requested ? &extra : nullptr, run_metadata);
 }
 

@@ -24,7 +24,7 @@ class StopAtStepHook : public Hook {
   void after_create_session(const SessionRunner& session) override;
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
-                 const std::vector<SharedTensor>* outputs,
+                 const Fetched* outputs,
                  const std::string& run_metadata) override;
   bool keeps_values(const RunRequest&) const override { return false; }
 
@@ -43,7 +43,7 @@ class NanTensorHook : public Hook {
   NanTensorHook(TF_Output loss, bool fail_on_nan_loss, std::function<void()> on_nan);
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
-                 const std::vector<SharedTensor>* outputs,
+                 const Fetched* outputs,
                  const std::string& run_metadata) override;
   bool keeps_values(const RunRequest&) const override { return false; }
 
@@ -68,7 +68,7 @@ class LoggingTensorHook : public Hook {
                     std::function<void(int64_t iter)> on_end);
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
-                 const std::vector<SharedTensor>* outputs,
+                 const Fetched* outputs,
                  const std::string& run_metadata) override;
   void end(const SessionRunner& session) override;
 
@@ -104,7 +104,7 @@ class GlobalStepGatedHook : public Hook {
   void after_create_session(const SessionRunner& session) override;
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
-                 const std::vector<SharedTensor>* outputs,
+                 const Fetched* outputs,
                  const std::string& run_metadata) override;
   bool keeps_values(const RunRequest&) const override { return false; }
   void end(const SessionRunner& session) override;
@@ -149,7 +149,7 @@ class StepScheduledHook : public Hook {
   void set_extra(PlanPtr extra);
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
-                 const std::vector<SharedTensor>* outputs,
+                 const Fetched* outputs,
                  const std::string& run_metadata) override;
   // Only the summaries or trace of a step it acts on go on to Python.
   bool keeps_values(const RunRequest& request) const override;
