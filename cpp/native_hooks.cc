@@ -17,6 +17,15 @@ int64_t scalar_as_int64(const TF_Tensor* t) {
   }
 }
 
+namespace {
+// A hook's own session.run(global_step): one plain run of its read plan.
+int64_t read_global_step(const SessionRunner& session, const PlanPtr& read_step) {
+  RunRequest read;
+  read.plan = read_step;
+  return scalar_as_int64(session.run(read).outputs.at(0).get());
+}
+}  // namespace
+
 StopAtStepHook::StopAtStepHook(TF_Output global_step, int64_t num_steps, int64_t last_step)
     : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
       num_steps_(num_steps),
@@ -24,9 +33,7 @@ StopAtStepHook::StopAtStepHook(TF_Output global_step, int64_t num_steps, int64_t
 
 void StopAtStepHook::after_create_session(const SessionRunner& session) {
   if (last_step_ >= 0) return;  // kept across re-created sessions, as in TF
-  RunRequest read;
-  read.plan = read_step_;
-  last_step_ = scalar_as_int64(session.run(read).outputs.at(0).get()) + num_steps_;
+  last_step_ = read_global_step(session, read_step_) + num_steps_;
 }
 
 void StopAtStepHook::before_run(StepContext&, RunRequest& request) { request.plan = read_step_; }
@@ -36,10 +43,7 @@ void StopAtStepHook::after_run(StepContext& ctx, const RunRequest&,
   // The value read may predate this step's increment: as TF does, confirm
   // with a fresh read before stopping.
   if (scalar_as_int64((*outputs)[0].get()) + 1 < last_step_) return;
-  RunRequest read;
-  read.plan = read_step_;
-  if (scalar_as_int64(ctx.session().run(read).outputs.at(0).get()) >= last_step_)
-    ctx.request_stop();
+  if (read_global_step(ctx.session(), read_step_) >= last_step_) ctx.request_stop();
 }
 
 bool scalar_is_nan(const TF_Tensor* t) {
@@ -130,9 +134,7 @@ void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
   } else if (timer_.should_trigger_for_step(stale + steps_per_run_)) {
     // The fetched step may predate this step's increment: TF reads it
     // again and acts only if the timer fires for that value too.
-    RunRequest read;
-    read.plan = read_step_;
-    const int64_t fresh = scalar_as_int64(ctx.session().run(read).outputs.at(0).get());
+    const int64_t fresh = read_global_step(ctx.session(), read_step_);
     if (timer_.should_trigger_for_step(fresh) && on_trigger_(fresh)) ctx.request_stop();
   }
   if (track_stuck_step_) last_step_ = stale;
@@ -192,9 +194,7 @@ void StepScheduledHook::after_run(StepContext& ctx, const RunRequest& request,
   if (next_step_ && !has_extra_ && !full_trace_) {
     // A SummarySaverHook with no summary op acts on nothing but its first
     // step: TF's after_run only reads the step afresh and moves its timer.
-    RunRequest read;
-    read.plan = read_step_;
-    const int64_t fresh = scalar_as_int64(ctx.session().run(read).outputs.at(0).get());
+    const int64_t fresh = read_global_step(ctx.session(), read_step_);
     timer_.update_last_triggered_step(fresh);
     next_step_ = fresh + 1;
     return;
