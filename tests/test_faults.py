@@ -287,6 +287,33 @@ def _expected_faults(fault, mode):
                           "InvalidArgumentError'>, " + message)], steps=3)
 
 
+def _run_children_side_by_side(argvs, timeout):
+  """Starts one Python child per entry of `argvs` (name -> arguments after
+  the interpreter) at once, then waits for each; returns {name: (returncode,
+  stdout, stderr)}. A child still running after `timeout` s is killed (noted
+  in its stderr); none outlives the call, even when it raises."""
+  procs, done = {}, {}
+  try:
+    for name, argv in argvs.items():
+      procs[name] = subprocess.Popen(
+          [sys.executable] + list(argv), env=child_env(), stdout=subprocess.PIPE,
+          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    for name, proc in procs.items():
+      try:
+        out, err = proc.communicate(timeout=timeout)
+      except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        err += '\nTIMEOUT: killed after %d s' % timeout
+      done[name] = (proc.returncode, out, err)
+  finally:
+    for proc in procs.values():
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+  return done
+
+
 # A construction failing in after_create_session leaves the queue runners it
 # started running, in TF (Python threads, forever) as in fastmts (native
 # threads, until the session is garbage-collected -- which has been seen to
@@ -327,37 +354,22 @@ def _after_create_session_children():
   test run)."""
   if not _child_results:
     tests_dir = os.path.dirname(os.path.abspath(__file__))
-    procs = {}
-    try:
-      for keys in _CHILD_KEYS:
-        procs[keys] = subprocess.Popen(
-            [sys.executable, '-c', _AFTER_CREATE_SESSION_CHILD, tests_dir] + list(keys),
-            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL, text=True)
-      for keys, proc in procs.items():
-        try:
-          out, err = proc.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-          proc.kill()
-          out, err = proc.communicate()
-        results = {}
-        for line in out.splitlines():
-          if line.startswith('RESULT '):
-            _, key, data = line.split(' ', 2)
-            results[key] = pickle.loads(bytes.fromhex(data))
-        report = '\n'.join(
-            ['rc=%s%s' % (proc.returncode, ' (SIGSEGV)' if
-                          proc.returncode == -signal.SIGSEGV else ''),
-             'stdout:', out[-2000:], 'stderr:',
-             '\n'.join(l for l in err.splitlines()
-                       if not l.startswith(('I0000', 'W0000', 'E0000')))[-4000:]])
-        for key in keys:
-          _child_results[key] = (results.get(key), key in results, proc.returncode, report)
-    finally:
-      for proc in procs.values():
-        if proc.poll() is None:
-          proc.kill()
-          proc.wait(10)
+    done = _run_children_side_by_side(
+        {keys: ['-c', _AFTER_CREATE_SESSION_CHILD, tests_dir] + list(keys)
+         for keys in _CHILD_KEYS}, timeout=90)
+    for keys, (rc, out, err) in done.items():
+      results = {}
+      for line in out.splitlines():
+        if line.startswith('RESULT '):
+          _, key, data = line.split(' ', 2)
+          results[key] = pickle.loads(bytes.fromhex(data))
+      report = '\n'.join(
+          ['rc=%s%s' % (rc, ' (SIGSEGV)' if rc == -signal.SIGSEGV else ''),
+           'stdout:', out[-2000:], 'stderr:',
+           '\n'.join(l for l in err.splitlines()
+                     if not l.startswith(('I0000', 'W0000', 'E0000')))[-4000:]])
+      for key in keys:
+        _child_results[key] = (results.get(key), key in results, rc, report)
   return _child_results
 
 
@@ -552,33 +564,19 @@ def _sigint_results(impl_name):
   the child did not exit with 0 or reported less than all its modes."""
   if not _sigint_cache:
     workdir = tempfile.mkdtemp(prefix='fastmts-sigint-')
-    procs = {}
     try:
+      argvs = {}
       for name, modes in _SIGINT_MODES.items():
         os.makedirs(os.path.join(workdir, name))
-        procs[name] = subprocess.Popen(
-            [sys.executable, '-c', _SIGINT_CHILD, name, os.path.join(workdir, name)]
-            + modes, env=child_env(), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-      for name, proc in procs.items():
-        try:
-          out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-          proc.kill()
-          out, err = proc.communicate()
-          err += '\nTIMEOUT: killed after 60 s'
-        report = '\n'.join(['rc=%s' % proc.returncode, 'stdout:', out, 'stderr:',
-                            err[-4000:]])
-        results = [json.loads(l[len('RESULT '):]) for l in out.splitlines()
-                   if l.startswith('RESULT ')]
-        _sigint_cache[name] = (proc.returncode, {r['mode']: r for r in results},
-                               report)
+        argvs[name] = ['-c', _SIGINT_CHILD, name, os.path.join(workdir, name)] + modes
+      done = _run_children_side_by_side(argvs, timeout=60)
     finally:
-      for proc in procs.values():
-        if proc.poll() is None:
-          proc.kill()
-          proc.wait(10)
       shutil.rmtree(workdir, ignore_errors=True)
+    for name, (rc, out, err) in done.items():
+      report = '\n'.join(['rc=%s' % rc, 'stdout:', out, 'stderr:', err[-4000:]])
+      results = [json.loads(l[len('RESULT '):]) for l in out.splitlines()
+                 if l.startswith('RESULT ')]
+      _sigint_cache[name] = (rc, {r['mode']: r for r in results}, report)
   rc, results, report = _sigint_cache[impl_name]
   assert rc == 0, report
   assert sorted(results) == sorted(_SIGINT_MODES[impl_name]), report
