@@ -57,12 +57,14 @@ void HookedSession::track_costs(bool on) {
 
 int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& control,
                                 RunResult* last) {
+  const SessionRunner unguarded(runner_.session());
+  const SessionRunner& runner = control.lock_held ? runner_ : unguarded;
   int64_t done = 0;
   while (!stop_requested() && !(control.coordinator && control.coordinator->should_stop()) &&
          (control.max_steps < 0 || done < control.max_steps)) {
     if (done && control.between_steps) control.between_steps();
     void* user_data = control.begin_step ? control.begin_step() : nullptr;
-    *last = run(caller, false, user_data);
+    *last = run_on(runner, caller, false, user_data);
     ++done;
     if (control.end_step) control.end_step(user_data);
   }
@@ -70,8 +72,13 @@ int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& con
 }
 
 RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void* user_data) {
+  return run_on(runner_, caller, want_metadata, user_data);
+}
+
+RunResult HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller,
+                                bool want_metadata, void* user_data) {
   if (stop_requested()) throw StoppedError("Run called even after should_stop requested.");
-  StepContext ctx(runner_, user_data);
+  StepContext ctx(runner, user_data);
   HookCosts* costs = costs_.get();
   const size_t n = hooks_.size();
 
@@ -105,7 +112,7 @@ RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void*
   timed(costs ? &costs->run_seconds : nullptr, [&] {
     if (!asked) {
       // The common fast path: only the caller asks for anything.
-      merged = runner_.run(caller, want_metadata);
+      merged = runner.run(caller, want_metadata);
       return;
     }
     fetches = merged_fetches_.get(n + 1, [&](size_t i) {
@@ -118,7 +125,7 @@ RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void*
     }
     static const std::vector<TF_Output> kNoKeys;
     static const std::vector<TF_Tensor*> kNoValues;
-    runner_.run(feeds ? feeds->keys : kNoKeys, feeds ? feeds->values : kNoValues,
+    runner.run(feeds ? feeds->keys : kNoKeys, feeds ? feeds->values : kNoValues,
                 fetches->fetches, fetches->targets, *options,
                 want_metadata || !options->empty(), &merged, &fetches->must_own);
   });

@@ -105,6 +105,11 @@ struct LoopControl {
   std::function<void(void*)> end_step;
   // Runs between steps; throws to end the loop (e.g. on a pending signal).
   std::function<void()> between_steps;
+  // Whether the caller holds the lock given at attach during the loop. A
+  // caller whose hooks all take that lock themselves when they need it can
+  // give it up for the whole loop: no release and reacquire around each TF
+  // call then.
+  bool lock_held = true;
 };
 
 class HookedSession {
@@ -142,6 +147,10 @@ class HookedSession {
   const std::vector<HookPtr>& hooks() const { return hooks_; }
 
  private:
+  // One step on `runner` (the attached session, with or without the guard).
+  RunResult run_on(const SessionRunner& runner, const RunRequest& caller, bool want_metadata,
+                   void* user_data);
+
   std::vector<HookPtr> hooks_;
   MergedFetchCache merged_fetches_;
   SessionRunner runner_{nullptr};

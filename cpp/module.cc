@@ -16,6 +16,7 @@
 #include "native_hooks.h"
 #include "queue_runner.h"
 #include "run_plan.h"
+#include "signal_watch.h"
 #include "tensor_convert.h"
 #include "tf_status.h"
 #include "tf_typeids.h"
@@ -305,6 +306,17 @@ class FlatPlans {
 
 // ---- Python hooks ----------------------------------------------------------
 
+// Native hooks call Python (TF's own hook code) only on the steps where they
+// act. The native loop may run without the GIL, so each such call takes it
+// (cheaply when the caller already holds it).
+template <typename Fn>
+auto holding_gil(Fn fn) {
+  return [fn = std::move(fn)](auto&&... args) {
+    py::gil_scoped_acquire gil;
+    return fn(std::forward<decltype(args)>(args)...);
+  };
+}
+
 // The GIL is held while the core runs hooks and given up around TF calls.
 class GilRelease : public BlockingCallGuard {
  public:
@@ -439,27 +451,53 @@ py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan
 // there are no Python hooks) makes each step's state for the Python hooks.
 // A pending signal (Ctrl-C) ends the loop between steps with its exception.
 // Returns the last step's outputs, or None when no step ran.
+//
+// Without Python hooks the loop gives up the GIL for its whole length (the
+// native hooks take it on the steps where they call TF's Python code), so
+// it cannot ask Python about signals each step: it watches
+// `python_signals` (those with a Python handler) and takes the GIL to let
+// Python handle them when one arrives, and at least every 100 ms in case a
+// handler was replaced meanwhile.
 py::object run_loop(HookedSession& session, py::handle plan, py::handle feed_plan,
                     py::handle feed_values, int64_t max_steps, const Coordinator* coordinator,
-                    py::object make_state) {
+                    py::object make_state, const std::vector<int>& python_signals) {
   if (!session.attached()) throw std::logic_error("fastmts: run on a detached session");
   RunRequest caller = request_from_python(plan, feed_plan, feed_values, py::none());
   LoopControl control;
   control.max_steps = max_steps;
   control.coordinator = coordinator;
-  py::object state = py::none();
-  if (!make_state.is_none()) {
+  RunResult last;
+  int64_t steps = 0;
+  if (make_state.is_none()) {
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kSignalCheckInterval = std::chrono::milliseconds(100);
+    SignalWatch watch(python_signals);
+    uint64_t seen = SignalWatch::deliveries();
+    Clock::time_point next_check = Clock::now() + kSignalCheckInterval;
+    control.lock_held = false;
+    control.between_steps = [&] {
+      const uint64_t now_seen = SignalWatch::deliveries();
+      if (now_seen == seen && Clock::now() < next_check) return;
+      seen = now_seen;
+      next_check = Clock::now() + kSignalCheckInterval;
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    };
+    py::gil_scoped_release nogil;
+    steps = session.run_loop(caller, control, &last);
+  } else {
+    py::object state = py::none();
     control.begin_step = [&]() -> void* {
       state = make_state();
       return &state;
     };
     control.end_step = [&](void*) { take_python_stop_request(session, state); };
+    control.between_steps = [] {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    };
+    steps = session.run_loop(caller, control, &last);
   }
-  control.between_steps = [] {
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-  };
-  RunResult last;
-  if (session.run_loop(caller, control, &last) == 0) return py::none();
+  if (steps == 0) return py::none();
   return outputs_to_python(last.outputs);
 }
 
@@ -583,11 +621,12 @@ PYBIND11_MODULE(_native, m) {
            py::arg("global_step_op"), py::arg("global_step_index"), py::arg("num_steps"),
            py::arg("last_step"))
       .def_property_readonly("last_step", &StopAtStepHook::last_step);
-  // Callbacks are Python callables; the dispatch calls hooks with the GIL held.
+  // Callbacks are Python callables (TF's own hook code), each called with
+  // the GIL taken (see holding_gil).
   py::class_<NanTensorHook, Hook, std::shared_ptr<NanTensorHook>>(m, "NanTensorHook")
       .def(py::init([](py::object c_op, int index, bool fail_on_nan_loss, py::function on_nan) {
              return std::make_shared<NanTensorHook>(TF_Output{operation_pointer(c_op), index},
-                                                    fail_on_nan_loss, [on_nan]() { on_nan(); });
+                                                    fail_on_nan_loss, holding_gil([on_nan]() { on_nan(); }));
            }),
            py::arg("loss_op"), py::arg("loss_index"), py::arg("fail_on_nan_loss"),
            py::arg("on_nan"));
@@ -597,10 +636,10 @@ PYBIND11_MODULE(_native, m) {
                        bool never, py::function log, py::function on_end) {
              return std::make_shared<LoggingTensorHook>(
                  tensors, SecondOrStepTimer(every_secs, every_steps, never),
-                 [log](int64_t iter, const std::vector<SharedTensor>& values) {
+                 holding_gil([log](int64_t iter, const std::vector<SharedTensor>& values) {
                    log(iter, outputs_to_python(values));
-                 },
-                 [on_end](int64_t iter) { on_end(iter); });
+                 }),
+                 holding_gil([on_end](int64_t iter) { on_end(iter); }));
            }),
            py::arg("tensors"), py::arg("every_secs"), py::arg("every_steps"), py::arg("never"),
            py::arg("log"), py::arg("on_end"))
@@ -616,16 +655,17 @@ PYBIND11_MODULE(_native, m) {
              std::optional<int64_t> last;
              if (!last_step.is_none()) last = last_step.cast<int64_t>();
              auto lifecycle = [](py::function fn) {
-               return [fn](std::optional<int64_t> last_step) { fn(optional_step(last_step)); };
+               return holding_gil(
+                   [fn](std::optional<int64_t> last_step) { fn(optional_step(last_step)); });
              };
              return std::make_shared<GlobalStepGatedHook>(
                  TF_Output{operation_pointer(c_op), index},
                  SecondOrStepTimer(every_secs, every_steps), steps_per_run, track_stuck_step,
                  last,
-                 [act](int64_t stale, std::optional<int64_t> last_step) {
+                 holding_gil([act](int64_t stale, std::optional<int64_t> last_step) {
                    return act(stale, optional_step(last_step)).cast<bool>();
-                 },
-                 [on_trigger](int64_t fresh) { return on_trigger(fresh).cast<bool>(); },
+                 }),
+                 holding_gil([on_trigger](int64_t fresh) { return on_trigger(fresh).cast<bool>(); }),
                  lifecycle(after_create_session), lifecycle(end));
            }),
            py::arg("global_step_op"), py::arg("global_step_index"), py::arg("every_secs"),
@@ -642,7 +682,7 @@ PYBIND11_MODULE(_native, m) {
              return std::make_shared<StepScheduledHook>(
                  TF_Output{operation_pointer(c_op), index},
                  SecondOrStepTimer(every_secs, every_steps), act_on_first_step, full_trace,
-                 [act](int64_t stale, std::optional<int64_t> next, bool requested,
+                 holding_gil([act](int64_t stale, std::optional<int64_t> next, bool requested,
                        const std::vector<SharedTensor>* extra, const std::string& metadata) {
                    py::object next_step =
                        act(stale, optional_step(next), requested,
@@ -651,8 +691,8 @@ PYBIND11_MODULE(_native, m) {
                                             : py::object(py::bytes(metadata)));
                    return next_step.is_none() ? std::optional<int64_t>()
                                               : std::optional<int64_t>(next_step.cast<int64_t>());
-                 },
-                 [end]() { end(); });
+                 }),
+                 holding_gil([end]() { end(); }));
            }),
            py::arg("global_step_op"), py::arg("global_step_index"), py::arg("every_secs"),
            py::arg("every_steps"), py::arg("act_on_first_step"), py::arg("full_trace"),
@@ -668,23 +708,23 @@ PYBIND11_MODULE(_native, m) {
            py::arg("last_time"));
   py::class_<EndOnlyHook, Hook, std::shared_ptr<EndOnlyHook>>(m, "EndOnlyHook")
       .def(py::init([](py::function end) {
-             return std::make_shared<EndOnlyHook>([end]() { end(); });
+             return std::make_shared<EndOnlyHook>(holding_gil([end]() { end(); }));
            }),
            py::arg("end"));
   py::class_<FeedFnHook, Hook, std::shared_ptr<FeedFnHook>>(m, "FeedFnHook")
       .def(py::init([](py::function feeds) {
              // feeds() -> (FeedPlan, converted values)
-             return std::make_shared<FeedFnHook>([feeds](RunRequest& request) {
+             return std::make_shared<FeedFnHook>(holding_gil([feeds](RunRequest& request) {
                py::tuple t = feeds();
                request = request_from_python(py::none(), t[0], t[1], py::none());
-             });
+             }));
            }),
            py::arg("feeds"));
   py::class_<GlobalStepWaiterHook, Hook, std::shared_ptr<GlobalStepWaiterHook>>(
       m, "GlobalStepWaiterHook")
       .def(py::init([](py::function wait) {
              return std::make_shared<GlobalStepWaiterHook>(
-                 [wait]() { return wait().cast<bool>(); });
+                 holding_gil([wait]() { return wait().cast<bool>(); }));
            }),
            py::arg("wait"));
 
@@ -742,7 +782,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("run_options"), py::arg("want_metadata"), py::arg("step_state"))
       .def("run_loop", &run_loop, py::arg("plan"), py::arg("feed_plan"),
            py::arg("feed_values"), py::arg("max_steps"), py::arg("coordinator"),
-           py::arg("make_state"))
+           py::arg("make_state"), py::arg("python_signals"))
       .def_property_readonly("steps_run", &HookedSession::steps_run)
       // A plain run on the attached session, no hooks (for TF's own hook code).
       .def("run_plain",

@@ -674,6 +674,98 @@ def test_run_steps_sigint(fastmts):
   assert r['closed'] is True, report
 
 
+def _c_signal_handler(signum):
+  """The C-level handler address the OS has for `signum` (sigaction), which
+  Python's signal.getsignal does not show."""
+  import ctypes  # pylint: disable=import-outside-toplevel
+  libc = ctypes.CDLL(None, use_errno=True)
+  action = ctypes.create_string_buffer(256)  # struct sigaction; handler first
+  assert libc.sigaction(signum, None, action) == 0
+  return ctypes.c_void_p.from_buffer(action).value
+
+
+class _Signalled(Exception):
+  pass
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize('python_hook', [False, True])
+def test_run_steps_python_signal_handler(fastmts, python_hook):
+  """A Python signal handler runs within a step of the signal while
+  run_steps steps (with only native hooks the loop holds no GIL and watches
+  the signal natively; its fallback check every 100 ms would be too late
+  here), its exception ends the loop, and the OS handler is Python's again
+  afterwards."""
+  import signal  # pylint: disable=import-outside-toplevel
+  import threading  # pylint: disable=import-outside-toplevel
+  with tf.Graph().as_default():
+    gs = v1.train.get_or_create_global_step()
+    train = v1.assign_add(gs, 1)
+    hooks = [recording_hook_class(fastmts)('py', [])] if python_hook else []
+    sent, handled = [], []
+
+    def handler(signum, frame):
+      del frame
+      handled.append((signum, time.monotonic()))
+      if len(handled) == 4:
+        raise _Signalled()
+
+    def send():
+      for _ in range(4):
+        time.sleep(0.15)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+      c_before = _c_signal_handler(signal.SIGUSR1)
+      with fastmts.MonitoredSession(hooks=hooks) as sess:
+        sess.run(train)
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        try:
+          with pytest.raises(_Signalled):
+            sess.run_steps(train)
+        finally:
+          sender.join(10)
+        assert _c_signal_handler(signal.SIGUSR1) == c_before
+        assert [h[0] for h in handled] == [signal.SIGUSR1] * 4
+        delays = [h[1] - t for h, t in zip(handled, sent)]
+        assert max(delays) < 0.03, delays
+        steps = int(sess.run(gs))  # the session is still usable
+        assert steps > 100
+        assert int(sess.run_steps(train, max_steps=3)) == steps + 3
+      assert _c_signal_handler(signal.SIGUSR1) == c_before
+    finally:
+      signal.signal(signal.SIGUSR1, previous)
+
+
+@pytest.mark.timeout(60)
+def test_run_steps_keeps_a_handler_installed_meanwhile(fastmts):
+  """A handler installed by a hook while run_steps runs stays installed
+  (the loop's watch steps aside instead of restoring the old one)."""
+  import signal  # pylint: disable=import-outside-toplevel
+  seen = []
+  previous = signal.signal(signal.SIGUSR2, lambda *a: seen.append('old'))
+  try:
+    with tf.Graph().as_default():
+      gs = v1.train.get_or_create_global_step()
+      train = v1.assign_add(gs, 1)
+
+      def install(values):
+        signal.signal(signal.SIGUSR2, lambda *a: seen.append('new'))
+        return str(values)
+
+      hook = v1.train.LoggingTensorHook({'gs': gs}, every_n_iter=5, formatter=install)
+      with fastmts.MonitoredSession(hooks=[hook]) as sess:
+        sess.run_steps(train, max_steps=10)
+        os.kill(os.getpid(), signal.SIGUSR2)
+        sess.run_steps(train, max_steps=2)  # the handler runs at a check
+    assert seen == ['new']
+  finally:
+    signal.signal(signal.SIGUSR2, previous)
+
+
 # ---------------------------------------------------------------------------
 # fastmts.patch() / fastmts.unpatch()
 # ---------------------------------------------------------------------------

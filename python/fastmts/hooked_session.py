@@ -5,6 +5,7 @@ A native hook (see basic_session_run_hooks) runs there without Python; a
 Python hook is wrapped in a _PythonHookRunner that the native dispatch calls
 with the GIL held.
 """
+import _signal
 import weakref
 
 from tensorflow.core.protobuf import config_pb2
@@ -37,6 +38,14 @@ def merge_run_options(options, incoming_options):
   options.report_tensor_allocations_upon_oom = (
       options.report_tensor_allocations_upon_oom or
       incoming_options.report_tensor_allocations_upon_oom)
+
+
+def _signals_with_python_handlers():
+  """The signals Python has a handler of its own for (Ctrl-C's
+  default_int_handler among them): the native loop watches these. (The C
+  module `_signal` answers without `signal`'s enum conversions.)"""
+  getsignal = _signal.getsignal
+  return [s for s in _signal.valid_signals() if callable(getsignal(s))]
 
 
 class _StepState:
@@ -195,7 +204,9 @@ class HookedSession:
   def run_steps(self, fetches, max_steps, feed_dict, coord):
     """Steps natively until stop, `max_steps` (None: no bound), the
     coordinator's stop or an error; the last step's results, or None.
-    The feeds are converted once, before the first step."""
+    The feeds are converted once, before the first step. Without Python
+    hooks the loop runs without the GIL; the signals Python has handlers for
+    still reach them within one step."""
     plan, feed_plan, values, _ = self._plan_for(fetches, feed_dict)
     make_state = None
     if self._python_hook_objects:
@@ -203,7 +214,8 @@ class HookedSession:
     try:
       outputs = self._native.run_loop(plan.native, feed_plan, values,
                                       -1 if max_steps is None else max_steps,
-                                      getattr(coord, 'native', None), make_state)
+                                      getattr(coord, 'native', None), make_state,
+                                      _signals_with_python_handlers())
     except errors.StatusError as e:
       raise errors.from_status(e, self.graph) from None
     return None if outputs is None else plan.build(outputs)
