@@ -21,10 +21,12 @@ kind      'stock'   tf.compat.v1.train.MonitoredTrainingSession
                     hooks preset: on the session of a stock
                     MonitoredTrainingSession built with that preset (same
                     graph, same session setup), the fetches its hooks add to
-                    every step merged as one run does ('stop': train_op + the
-                    global step; 'full': + the global-step read tensor that
-                    TF's default hooks fetch, + loss). So the floor is the TF
-                    work any implementation of that step must do, and
+                    every step merged as one run does: train_op + the
+                    global-step read tensor that StopAtStepHook and TF's
+                    default hooks fetch (not the variable: the read tensor is
+                    a cond on the variable being initialized, a different
+                    and dearer run), and for 'full' + loss. So the floor is
+                    the TF work any implementation of that step must do, and
                     nothing else: the hooks themselves never run.
 
 A *runner* owns its own graph and an already-created session; ``block(n)``
@@ -174,12 +176,12 @@ class NativeFloorRunner(Runner):
         self.graph, self.model = self._mts.graph, self._mts.model
         self._session = self._mts.sess._tf_sess()  # pylint: disable=protected-access
         m = self.model
-        fetches = [m.train_op, m.global_step]
+        # The hooks fetch this tensor (created by their begin()), not the
+        # variable.
+        fetches = [m.train_op,
+                   training_util._get_or_create_global_step_read(self.graph)]  # pylint: disable=protected-access
         if hooks == 'full':
-            # StepCounterHook, SummarySaverHook and CheckpointSaverHook fetch
-            # this tensor (created by their begin()), not the variable.
-            fetches += [training_util._get_or_create_global_step_read(self.graph),  # pylint: disable=protected-access
-                        m.loss]
+            fetches.append(m.loss)
         self._fetches = fetches
 
     @property

@@ -158,8 +158,8 @@ def main(argv=None):
           'calls in a C++ loop, outputs dropped: of train_op alone on a plain '
           "Session, and, which the ratios use, on the preset's own "
           'MonitoredTrainingSession session, of train_op with the tensors its '
-          "hooks fetch every step (the global step; 'full' also the "
-          "global-step read tensor of TF's default hooks and the loss), the "
+          "hooks fetch every step (the global-step read tensor; 'full' also "
+          'the loss), the '
           'hooks themselves never running. Ratios are medians of per-round '
           'ratios (blocks of one round run back to back).')
     print('\nhooks: `stop` = [StopAtStepHook] only, no checkpoint_dir; '

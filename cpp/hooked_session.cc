@@ -45,6 +45,10 @@ void HookedSession::end() {
   for (auto& hook : hooks_) hook->end(runner_);
 }
 
+void HookedSession::flush_deferred() {
+  for (auto& hook : hooks_) hook->flush_deferred();
+}
+
 void HookedSession::track_costs(bool on) {
   if (!on) {
     costs_.reset();
@@ -64,7 +68,7 @@ int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& con
          (control.max_steps < 0 || done < control.max_steps)) {
     if (done && control.between_steps) control.between_steps();
     void* user_data = control.begin_step ? control.begin_step() : nullptr;
-    *last = run_on(runner, caller, false, user_data);
+    *last = run_on(runner, caller, false, user_data, control.may_defer);
     ++done;
     if (control.end_step) control.end_step(user_data);
   }
@@ -76,9 +80,9 @@ RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void*
 }
 
 RunResult HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller,
-                                bool want_metadata, void* user_data) {
+                                bool want_metadata, void* user_data, bool may_defer) {
   if (stop_requested()) throw StoppedError("Run called even after should_stop requested.");
-  StepContext ctx(runner, user_data);
+  StepContext ctx(runner, user_data, may_defer);
   HookCosts* costs = costs_.get();
   const size_t n = hooks_.size();
 

@@ -27,9 +27,13 @@ class StoppedError : public std::runtime_error {
 // Per-step state shared by the hooks, as TF's SessionRunContext.
 class StepContext {
  public:
-  StepContext(const SessionRunner& session, void* user_data)
-      : session_(session), user_data_(user_data) {}
+  StepContext(const SessionRunner& session, void* user_data, bool may_defer = false)
+      : session_(session), user_data_(user_data), may_defer_(may_defer) {}
   const SessionRunner& session() const { return session_; }
+  // Whether a hook may postpone Python work that has no say in this step
+  // (see Hook::flush_deferred): only inside a loop whose caller hands
+  // postponed work over before anything else could observe it.
+  bool may_defer() const { return may_defer_; }
   void request_stop() { stop_requested_ = true; }
   bool stop_requested() const { return stop_requested_; }
   // Opaque per-step data of whoever called HookedSession::run (the Python
@@ -39,6 +43,7 @@ class StepContext {
  private:
   const SessionRunner& session_;
   void* user_data_;
+  bool may_defer_;
   bool stop_requested_ = false;
 };
 
@@ -84,6 +89,10 @@ class Hook {
   // so a hook that just reads them during after_run says false.
   virtual bool keeps_values(const RunRequest& request) const { return true; }
   virtual void end(const SessionRunner& session) {}
+  // Hands over the Python work this hook postponed (StepContext::may_defer).
+  // The loop's caller calls it before any other Python code of the hooks
+  // runs and when the loop ends, so Python sees that work in TF's order.
+  virtual void flush_deferred() {}
 };
 using HookPtr = std::shared_ptr<Hook>;
 
@@ -110,6 +119,10 @@ struct LoopControl {
   // give it up for the whole loop: no release and reacquire around each TF
   // call then.
   bool lock_held = true;
+  // Whether hooks may postpone Python work (StepContext::may_defer): the
+  // caller then calls flush_deferred before any hook's Python code and
+  // after the loop.
+  bool may_defer = false;
 };
 
 class HookedSession {
@@ -137,6 +150,9 @@ class HookedSession {
   // steps a loop still owes with it).
   int64_t steps_run() const { return steps_run_; }
 
+  // Every hook's flush_deferred, in order.
+  void flush_deferred();
+
   void track_costs(bool on);
   const HookCosts* costs() const { return costs_.get(); }
 
@@ -149,7 +165,7 @@ class HookedSession {
  private:
   // One step on `runner` (the attached session, with or without the guard).
   RunResult run_on(const SessionRunner& runner, const RunRequest& caller, bool want_metadata,
-                   void* user_data);
+                   void* user_data, bool may_defer = false);
 
   std::vector<HookPtr> hooks_;
   MergedFetchCache merged_fetches_;

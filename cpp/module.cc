@@ -306,13 +306,20 @@ class FlatPlans {
 
 // ---- Python hooks ----------------------------------------------------------
 
+// The session whose native loop runs on this thread without the GIL, if
+// any: its hooks may postpone Python work (LoopControl::may_defer).
+thread_local HookedSession* t_loop_session = nullptr;
+
 // Native hooks call Python (TF's own hook code) only on the steps where they
 // act. The native loop may run without the GIL, so each such call takes it
-// (cheaply when the caller already holds it).
+// (cheaply when the caller already holds it), and first lets the loop's
+// hooks hand over the Python work they postponed, which came earlier in TF's
+// order.
 template <typename Fn>
 auto holding_gil(Fn fn) {
   return [fn = std::move(fn)](auto&&... args) {
     py::gil_scoped_acquire gil;
+    if (t_loop_session) t_loop_session->flush_deferred();
     return fn(std::forward<decltype(args)>(args)...);
   };
 }
@@ -475,16 +482,32 @@ py::object run_loop(HookedSession& session, py::handle plan, py::handle feed_pla
     uint64_t seen = SignalWatch::deliveries();
     Clock::time_point next_check = Clock::now() + kSignalCheckInterval;
     control.lock_held = false;
+    control.may_defer = true;
     control.between_steps = [&] {
       const uint64_t now_seen = SignalWatch::deliveries();
       if (now_seen == seen && Clock::now() < next_check) return;
       seen = now_seen;
       next_check = Clock::now() + kSignalCheckInterval;
       py::gil_scoped_acquire gil;
+      session.flush_deferred();  // what the handler may see came first
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     };
-    py::gil_scoped_release nogil;
-    steps = session.run_loop(caller, control, &last);
+    struct LoopSession {  // t_loop_session for the loop's length
+      HookedSession* previous = t_loop_session;
+      explicit LoopSession(HookedSession* s) { t_loop_session = s; }
+      ~LoopSession() { t_loop_session = previous; }
+    };
+    try {
+      LoopSession loop_session(&session);
+      py::gil_scoped_release nogil;
+      steps = session.run_loop(caller, control, &last);
+    } catch (...) {
+      // Postponed work came before the error in TF's order: hand it over
+      // (should that raise, its error is the one TF would have raised).
+      session.flush_deferred();
+      throw;
+    }
+    session.flush_deferred();
   } else {
     py::object state = py::none();
     control.begin_step = [&]() -> void* {
@@ -650,7 +673,7 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init([](py::object c_op, int index, std::optional<double> every_secs,
                        std::optional<double> every_steps,
                        int64_t steps_per_run, bool track_stuck_step, py::object last_step,
-                       py::function act, py::function on_trigger,
+                       py::function act, py::object on_trigger, py::object record,
                        py::function after_create_session, py::function end) {
              std::optional<int64_t> last;
              if (!last_step.is_none()) last = last_step.cast<int64_t>();
@@ -665,12 +688,26 @@ PYBIND11_MODULE(_native, m) {
                  holding_gil([act](int64_t stale, std::optional<int64_t> last_step) {
                    return act(stale, optional_step(last_step)).cast<bool>();
                  }),
-                 holding_gil([on_trigger](int64_t fresh) { return on_trigger(fresh).cast<bool>(); }),
+                 on_trigger.is_none() ? GlobalStepGatedHook::TriggerFn()
+                                      : holding_gil([on_trigger](int64_t fresh) {
+                                          return on_trigger(fresh).cast<bool>();
+                                        }),
+                 record.is_none()
+                     ? GlobalStepGatedHook::RecordFn()
+                     : holding_gil([record](const std::vector<GlobalStepGatedHook::StepRate>& rates,
+                                            std::optional<int64_t> timer_last_step,
+                                            double timer_last_time) {
+                         py::list py_rates;
+                         for (const auto& r : rates)
+                           py_rates.append(
+                               py::make_tuple(r.elapsed_steps, r.elapsed_secs, r.global_step));
+                         record(py_rates, optional_step(timer_last_step), timer_last_time);
+                       }),
                  lifecycle(after_create_session), lifecycle(end));
            }),
            py::arg("global_step_op"), py::arg("global_step_index"), py::arg("every_secs"),
            py::arg("every_steps"), py::arg("steps_per_run"), py::arg("track_stuck_step"),
-           py::arg("last_step"), py::arg("act"), py::arg("on_trigger"),
+           py::arg("last_step"), py::arg("act"), py::arg("on_trigger"), py::arg("record"),
            py::arg("after_create_session"), py::arg("end"))
       .def("adopt_timer", &GlobalStepGatedHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));

@@ -1,5 +1,6 @@
 #include "native_hooks.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -108,8 +109,8 @@ void LoggingTensorHook::end(const SessionRunner&) { on_end_(iter_); }
 GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer,
                                          int64_t steps_per_run, bool track_stuck_step,
                                          std::optional<int64_t> last_step, ActFn act,
-                                         TriggerFn on_trigger, LifecycleFn after_create_session,
-                                         LifecycleFn end)
+                                         TriggerFn on_trigger, RecordFn record,
+                                         LifecycleFn after_create_session, LifecycleFn end)
     : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
       timer_(timer),
       steps_per_run_(steps_per_run),
@@ -117,16 +118,25 @@ GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTime
       last_step_(last_step),
       act_(std::move(act)),
       on_trigger_(std::move(on_trigger)),
+      record_(std::move(record)),
       after_create_session_(std::move(after_create_session)),
       end_(std::move(end)) {}
 
 void GlobalStepGatedHook::after_create_session(const SessionRunner&) {
+  flush_deferred();
   after_create_session_(last_step_);
 }
 
 void GlobalStepGatedHook::before_run(StepContext&, RunRequest& request) {
   request.plan = read_step_;
 }
+
+namespace {
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
 
 void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
                                     const Fetched* outputs, const std::string&) {
@@ -137,17 +147,60 @@ void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
                      stuck_reports_ < kStuckReports;
   if (stuck) {
     ++stuck_reports_;
+    flush_deferred();  // TF's after_run reads TF's timer
     if (act_(stale, last_step_)) ctx.request_stop();
   } else if (timer_.should_trigger_for_step(stale + steps_per_run_)) {
     // The fetched step may predate this step's increment: TF reads it
     // again and acts only if the timer fires for that value too.
     const int64_t fresh = read_global_step(ctx.session(), read_step_);
-    if (timer_.should_trigger_for_step(fresh) && on_trigger_(fresh)) ctx.request_stop();
+    if (timer_.should_trigger_for_step(fresh)) {
+      if (record_)
+        count_step_rate(ctx, fresh);
+      else if (on_trigger_(fresh))
+        ctx.request_stop();
+    }
   }
   if (track_stuck_step_) last_step_ = stale;
+  const double waiting_since = first_rate_waiting_since_.load(std::memory_order_relaxed);
+  if (waiting_since != 0 && steady_seconds() - waiting_since >= kMaxRecordDelay)
+    flush_deferred();
 }
 
-void GlobalStepGatedHook::end(const SessionRunner&) { end_(last_step_); }
+void GlobalStepGatedHook::count_step_rate(const StepContext& ctx, int64_t global_step) {
+  {
+    std::lock_guard<std::mutex> lock(rates_mu_);
+    const std::optional<int64_t> previous = timer_.last_step();
+    const std::optional<double> elapsed_secs = timer_.update_last_triggered_step(global_step);
+    timer_moved_ = true;
+    if (elapsed_secs) {
+      if (rates_.empty()) first_rate_waiting_since_.store(steady_seconds());
+      rates_.push_back({global_step - *previous, *elapsed_secs, global_step});
+    }
+  }
+  if (!ctx.may_defer()) flush_deferred();
+}
+
+void GlobalStepGatedHook::flush_deferred() {
+  if (!record_) return;
+  std::vector<StepRate> rates;
+  std::optional<int64_t> timer_last_step;
+  double timer_last_time;
+  {
+    std::lock_guard<std::mutex> lock(rates_mu_);
+    if (!timer_moved_) return;
+    rates.swap(rates_);
+    timer_moved_ = false;
+    first_rate_waiting_since_.store(0);
+    timer_last_step = timer_.last_step();
+    timer_last_time = timer_.last_time();
+  }
+  record_(rates, timer_last_step, timer_last_time);
+}
+
+void GlobalStepGatedHook::end(const SessionRunner&) {
+  flush_deferred();
+  end_(last_step_);
+}
 
 StepScheduledHook::StepScheduledHook(TF_Output global_step, SecondOrStepTimer timer,
                                      bool act_on_first_step, bool full_trace, ActFn act,

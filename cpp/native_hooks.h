@@ -2,9 +2,12 @@
 // global step tensor, validating arguments) happens once in Python.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "hooked_session.h"
 #include "timers.h"
@@ -84,23 +87,45 @@ class LoggingTensorHook : public Hook {
 // fetch the global step every step, and when their timer fires for (stale
 // step + steps_per_run) read the step afresh and act only if the timer also
 // fires for that fresh step. This hook does all of that natively -- fetch,
-// timer, fresh read -- and calls Python only to act: `on_trigger` runs TF's
-// own code for a firing step (update TF's timer, then save a checkpoint or
-// write global_step/sec). StepCounterHook also warns, at most 5 times, when
-// the step did not move: on such a step `act` runs TF's whole after_run, so
-// the warning is TF's own log line. after_create_session and end are TF's
-// own. The caller hands TF's timer state back (adopt_timer) after each of
-// its Python calls, so both agree on when it last fired.
+// timer, fresh read -- and calls Python only to act.
+//
+// CheckpointSaverHook: `on_trigger` runs TF's own code for a firing step
+// (update TF's timer, then save; it may request stop). StepCounterHook:
+// the timer moves natively and each firing after the first counts a step
+// rate (steps and seconds since the previous one); `record` hands the rates
+// to TF's own _log_and_record (global_step/sec, as a summary and a log
+// line) together with the timer's state. Inside a loop that allows it
+// (StepContext::may_defer) rates are handed over in batches -- before any
+// other Python code of the hooks runs, when the loop ends, and at the
+// latest kMaxRecordDelay after the first waiting one -- since each Python
+// call costs more than many steps of a small model; otherwise at once.
+//
+// StepCounterHook also warns, at most 5 times, when the step did not move:
+// on such a step `act` runs TF's whole after_run, so the warning is TF's own
+// log line. after_create_session and end are TF's own. The caller hands
+// TF's timer state back (adopt_timer) after each of its Python calls that
+// may move it, so both agree on when it last fired.
 class GlobalStepGatedHook : public Hook {
  public:
+  struct StepRate {
+    int64_t elapsed_steps;
+    double elapsed_secs;
+    int64_t global_step;
+  };
   // `act` (TF's after_run) and `on_trigger` return whether stop was requested.
   using ActFn = std::function<bool(int64_t stale_step, std::optional<int64_t> last_step)>;
   using TriggerFn = std::function<bool(int64_t fresh_step)>;
+  using RecordFn = std::function<void(const std::vector<StepRate>& rates,
+                                      std::optional<int64_t> timer_last_step,
+                                      double timer_last_time)>;
   using LifecycleFn = std::function<void(std::optional<int64_t> last_step)>;
+  static constexpr double kMaxRecordDelay = 0.1;  // seconds
 
+  // Exactly one of `on_trigger` and `record` is set.
   GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer, int64_t steps_per_run,
                       bool track_stuck_step, std::optional<int64_t> last_step, ActFn act,
-                      TriggerFn on_trigger, LifecycleFn after_create_session, LifecycleFn end);
+                      TriggerFn on_trigger, RecordFn record, LifecycleFn after_create_session,
+                      LifecycleFn end);
   void after_create_session(const SessionRunner& session) override;
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
@@ -108,6 +133,7 @@ class GlobalStepGatedHook : public Hook {
                  const std::string& run_metadata) override;
   bool keeps_values(const RunRequest&) const override { return false; }
   void end(const SessionRunner& session) override;
+  void flush_deferred() override;
   // Called by the caller after each Python call into the hook, even one that
   // raised: TF's timer is the reference.
   void adopt_timer(std::optional<int64_t> last_step, double last_time) {
@@ -115,6 +141,8 @@ class GlobalStepGatedHook : public Hook {
   }
 
  private:
+  void count_step_rate(const StepContext& ctx, int64_t global_step);
+
   PlanPtr read_step_;
   SecondOrStepTimer timer_;
   int64_t steps_per_run_;
@@ -124,7 +152,14 @@ class GlobalStepGatedHook : public Hook {
   int stuck_reports_ = 0;
   ActFn act_;
   TriggerFn on_trigger_;
+  RecordFn record_;
   LifecycleFn after_create_session_, end_;
+  // Rates waiting for `record`, and whether the timer moved since the last
+  // hand-over. Guarded: two threads may step one session.
+  std::mutex rates_mu_;
+  std::vector<StepRate> rates_;
+  bool timer_moved_ = false;
+  std::atomic<double> first_rate_waiting_since_{0};  // steady seconds; 0: none
 };
 
 // The schedule of TF's SummarySaverHook and ProfilerHook: both fetch the

@@ -495,6 +495,117 @@ def test_step_counter_hook_output_dir(check):
       CREATED + [('INFO', 'global_step/sec')] * 3))
 
 
+def _loop(impl, sess, fetches, n):
+  """fastmts: the native loop; TF: the Python loop it stands for."""
+  if impl is v1.train:
+    return [sess.run(fetches) for _ in range(n)][-1]
+  return sess.run_steps(fetches, max_steps=n)
+
+
+def test_step_counter_in_native_loop(check):
+  """Inside run_steps StepCounterHook's global_step/sec records are handed to
+  TF's _log_and_record in batches; the event file holds them at the same
+  places among the other writers' events as TF's, the log lines are TF's,
+  and TF's hook object ends in TF's state."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default(), tf_log() as lines:
+      _, loss, train = read_first_graph()
+      v1.summary.scalar('loss_sum', loss)
+      counter = v1.train.StepCounterHook(every_n_steps=4, output_dir=workdir)
+      logger = v1.train.LoggingTensorHook({'loss': loss}, every_n_iter=5)
+      with impl.MonitoredTrainingSession(
+          checkpoint_dir=workdir, save_summaries_steps=3, log_step_count_steps=None,
+          hooks=[counter, logger]) as sess:
+        last = _loop(impl, sess, train, 14)
+      state = (counter._timer.last_triggered_step(),  # pylint: disable=protected-access
+               counter._last_global_step)  # pylint: disable=protected-access
+    flush_cached_writer(workdir)
+    timing = re.compile(r'(global_step/sec: |\()[0-9.e+-]+( sec\))?')
+    return (last, state, events(workdir, rates=False),
+            [(level, timing.sub(r'\1<t>', msg)) for level, msg in in_dir(workdir, lines)])
+
+  result = check(scenario)
+  assert ('INFO', 'global_step/sec: <t>') in result[3], result[3]
+  rates = [e for e in result[2][1] if e[1] == 'global_step/sec']
+  assert [e[2] for e in rates] == [5, 9, 13], result
+
+
+class _RecordingWriter:
+  """A summary_writer that records (monotonic time, step, tag) per call and
+  raises `fail` from its call number `fail_at` on."""
+
+  def __init__(self, fail_at=None, fail=None):
+    self.calls = []
+    self.fail_at, self.fail = fail_at, fail
+
+  def add_summary(self, summary, global_step):
+    if self.fail_at is not None and len(self.calls) + 1 >= self.fail_at:
+      raise self.fail
+    self.calls.append((time.monotonic(), int(global_step), summary.value[0].tag))
+
+
+def _slow_step_graph(seconds):
+  """A step that takes at least `seconds` (a py_function sleeps)."""
+  gs = v1.train.get_or_create_global_step()
+  pause = tf.py_function(lambda: time.sleep(seconds) or 0.0, [], tf.float32)
+  with tf.control_dependencies([pause]):
+    return v1.assign_add(gs, 1)
+
+
+@pytest.mark.timeout(60)
+def test_step_counter_records_reach_python_within_their_delay(fastmts):
+  """A record waits at most GlobalStepGatedHook::kMaxRecordDelay (0.1 s)
+  for the next step boundary before going to the writer: over a 0.6 s loop
+  of ~2 ms steps the writer hears of the records while the loop runs, every
+  one of them, in order."""
+  with tf.Graph().as_default():
+    train = _slow_step_graph(0.002)
+    writer = _RecordingWriter()
+    hook = v1.train.StepCounterHook(every_n_steps=1, summary_writer=writer)
+    with fastmts.MonitoredSession(hooks=[hook]) as sess:
+      sess.run(train)
+      started = time.monotonic()
+      sess.run_steps(train, max_steps=300)
+      ended = time.monotonic()
+  during = [t for t, _, _ in writer.calls if t < ended]
+  assert ended - started > 0.5
+  assert during and during[0] - started < 0.3, (started, during[:3], ended)
+  # Every step after the first fired (every_n_steps=1), the first of the
+  # loop included: the run before it started the timer.
+  assert [s for _, s, _ in writer.calls] == list(range(2, 302))
+  assert {tag for _, _, tag in writer.calls} == {'global_step/sec'}
+
+
+@pytest.mark.timeout(60)
+def test_step_counter_writer_error_ends_the_loop(check):
+  """A writer that fails ends run_steps with its own exception, as it ends
+  TF's loop; fastmts hands records over in batches, so it may stop a few
+  steps later than TF, never earlier, and writes nothing after the failure."""
+
+  def scenario(impl, workdir):
+    del workdir
+    with tf.Graph().as_default():
+      gs = v1.train.get_or_create_global_step()
+      train = v1.assign_add(gs, 1)
+      writer = _RecordingWriter(fail_at=3, fail=ValueError('disk full'))
+      hook = v1.train.StepCounterHook(every_n_steps=2, summary_writer=writer)
+      with impl.MonitoredSession(hooks=[hook]) as sess:
+        error = outcome(_loop, impl, sess, train, 1000)
+        step = int(sess.run(gs))
+    return error, [s for _, s, _ in writer.calls], step
+
+  steps = {}
+
+  def both(impl, workdir):
+    error, written, step = scenario(impl, workdir)
+    steps[impl is v1.train] = step
+    return error, written
+
+  check(both, expected=(Raised(ValueError, 'disk full'), [3, 5]))
+  assert 7 <= steps[True] <= steps.get(False, steps[True]), steps
+
+
 def read_after_increment_graph():
   """A graph whose stock hooks' global-step read tensor runs the increment
   first (it waits for `train`): every step they fetch is already the

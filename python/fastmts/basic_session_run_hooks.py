@@ -148,28 +148,30 @@ class _NativeLoggingTensor:
 
 class _NativeGlobalStepGated:
   """CheckpointSaverHook and StepCounterHook: the global step is fetched, the
-  timer consulted and the step read afresh natively; Python runs only on the
-  steps where the hook acts, and then TF's own code (its timer, `_save`,
-  `_log_and_record`, or for a stuck step its whole after_run), as do
-  after_create_session and end, so files and log lines are TF's."""
+  timer consulted and the step read afresh natively; Python runs only where
+  the hook acts, and then TF's own code, so files and log lines are TF's:
+  CheckpointSaverHook's timer and `_save`; StepCounterHook's
+  `_log_and_record` for the step rates counted natively (handed over in
+  batches inside run_steps, see native_hooks.h); for a stuck step TF's
+  whole after_run; after_create_session and end."""
 
   def __init__(self, hook, owner):
     timer = hook._timer  # pylint: disable=protected-access
     step = hook._global_step_tensor  # pylint: disable=protected-access
     as_step = step.dtype.as_numpy_dtype
-    track_stuck = type(hook) is _tf_hooks.StepCounterHook
+    is_step_counter = type(hook) is _tf_hooks.StepCounterHook
 
     me = weakref.proxy(self)  # the native hook's callbacks must not keep it alive
 
     def restore_last_step(last_step):
-      if track_stuck:
+      if is_step_counter:
         hook._last_global_step = None if last_step is None else as_step(last_step)  # pylint: disable=protected-access
 
     def act(stale_step, last_step):
       restore_last_step(last_step)
       # CheckpointSaverHook hands the session on to the user's listeners:
       # they get TF's raw session, as in TF.
-      session = owner.stock_hook_session if track_stuck else owner.tf_sess
+      session = owner.stock_hook_session if is_step_counter else owner.tf_sess
       run_context = SessionRunContext(original_args=SessionRunArgs(None), session=session)
       with _timer_handed_back(me.native, timer):
         hook.after_run(run_context, SessionRunValues(
@@ -177,18 +179,27 @@ class _NativeGlobalStepGated:
             run_metadata=config_pb2.RunMetadata()))
       return run_context.stop_requested
 
-    def on_trigger(fresh_step):
-      # The body of TF's after_run once its timer fired for the fresh step.
+    def save(fresh_step):
+      # The body of TF's CheckpointSaverHook.after_run once its timer fired
+      # for the fresh step.
       global_step = as_step(fresh_step)
       with _timer_handed_back(me.native, timer):
         if not timer.should_trigger_for_step(global_step):  # TF's clock decides
           return False
-        elapsed_time, elapsed_steps = timer.update_last_triggered_step(global_step)
-        if track_stuck:
-          if elapsed_time is not None:
-            hook._log_and_record(elapsed_steps, elapsed_time, global_step)  # pylint: disable=protected-access
-          return False
+        timer.update_last_triggered_step(global_step)
         return bool(hook._save(owner.tf_sess, global_step))  # pylint: disable=protected-access
+
+    def record(rates, timer_last_step, timer_last_time):
+      # The rest of TF's StepCounterHook.after_run for each step where its
+      # timer fired (values typed as TF computes them), then TF's timer
+      # where the native one is.
+      try:
+        for elapsed_steps, elapsed_secs, global_step in rates:
+          hook._log_and_record(as_step(elapsed_steps), elapsed_secs, as_step(global_step))  # pylint: disable=protected-access
+      finally:
+        timer._last_triggered_step = (  # pylint: disable=protected-access
+            None if timer_last_step is None else as_step(timer_last_step))
+        timer._last_triggered_time = timer_last_time  # pylint: disable=protected-access
 
     def after_create_session(last_step):
       del last_step
@@ -200,12 +211,14 @@ class _NativeGlobalStepGated:
       with _timer_handed_back(me.native, timer):
         hook.end(owner.tf_sess)
 
-    last = getattr(hook, '_last_global_step', None) if track_stuck else None
+    last = getattr(hook, '_last_global_step', None) if is_step_counter else None
     self.native = _native.GlobalStepGatedHook(
         *_output(step),
         _optional_float(timer._every_secs), _optional_float(timer._every_steps),  # pylint: disable=protected-access
-        int(hook._steps_per_run), track_stuck,  # pylint: disable=protected-access
-        None if last is None else int(last), act, on_trigger, after_create_session, end)
+        int(hook._steps_per_run), is_step_counter,  # pylint: disable=protected-access
+        None if last is None else int(last), act,
+        None if is_step_counter else save, record if is_step_counter else None,
+        after_create_session, end)
 
   @staticmethod
   def accepts(hook):
