@@ -649,7 +649,8 @@ PYBIND11_MODULE(_native, m) {
   py::class_<NanTensorHook, Hook, std::shared_ptr<NanTensorHook>>(m, "NanTensorHook")
       .def(py::init([](py::object c_op, int index, bool fail_on_nan_loss, py::function on_nan) {
              return std::make_shared<NanTensorHook>(TF_Output{operation_pointer(c_op), index},
-                                                    fail_on_nan_loss, holding_gil([on_nan]() { on_nan(); }));
+                                                    fail_on_nan_loss,
+                                                    holding_gil([on_nan]() { on_nan(); }));
            }),
            py::arg("loss_op"), py::arg("loss_index"), py::arg("fail_on_nan_loss"),
            py::arg("on_nan"));
