@@ -700,8 +700,8 @@ PYBIND11_MODULE(_native, m) {
                                             double timer_last_time) {
                          py::list py_rates;
                          for (const auto& r : rates)
-                           py_rates.append(
-                               py::make_tuple(r.elapsed_steps, r.elapsed_secs, r.global_step));
+                           py_rates.append(py::make_tuple(r.elapsed_steps, r.elapsed_secs,
+                                                          r.global_step, r.triggered_at));
                          record(py_rates, optional_step(timer_last_step), timer_last_time);
                        }),
                  lifecycle(after_create_session), lifecycle(end));

@@ -174,7 +174,7 @@ void GlobalStepGatedHook::count_step_rate(const StepContext& ctx, int64_t global
     timer_moved_ = true;
     if (elapsed_secs) {
       if (rates_.empty()) first_rate_waiting_since_.store(steady_seconds());
-      rates_.push_back({global_step - *previous, *elapsed_secs, global_step});
+      rates_.push_back({global_step - *previous, *elapsed_secs, global_step, timer_.last_time()});
     }
   }
   if (!ctx.may_defer()) flush_deferred();

@@ -111,6 +111,7 @@ class GlobalStepGatedHook : public Hook {
     int64_t elapsed_steps;
     double elapsed_secs;
     int64_t global_step;
+    double triggered_at;  // the timer's time for this firing
   };
   // `act` (TF's after_run) and `on_trigger` return whether stop was requested.
   using ActFn = std::function<bool(int64_t stale_step, std::optional<int64_t> last_step)>;

@@ -192,10 +192,17 @@ class _NativeGlobalStepGated:
     def record(rates, timer_last_step, timer_last_time):
       # The rest of TF's StepCounterHook.after_run for each step where its
       # timer fired (values typed as TF computes them), then TF's timer
-      # where the native one is.
+      # where the native one is; or, when a record fails, where TF's timer
+      # stopped, at that record (the native one goes back there too: the
+      # records after it were never written).
       try:
-        for elapsed_steps, elapsed_secs, global_step in rates:
-          hook._log_and_record(as_step(elapsed_steps), elapsed_secs, as_step(global_step))  # pylint: disable=protected-access
+        for elapsed_steps, elapsed_secs, global_step, triggered_at in rates:
+          try:
+            hook._log_and_record(as_step(elapsed_steps), elapsed_secs, as_step(global_step))  # pylint: disable=protected-access
+          except BaseException:
+            timer_last_step, timer_last_time = global_step, triggered_at
+            me.native.adopt_timer(timer_last_step, timer_last_time)
+            raise
       finally:
         timer._last_triggered_step = (  # pylint: disable=protected-access
             None if timer_last_step is None else as_step(timer_last_step))
