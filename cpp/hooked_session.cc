@@ -23,14 +23,6 @@ void timed(double* total, Fn&& fn) {
 // appended to serialized options it overrides their trace level.
 constexpr char kFullTraceOption[] = "\x08\x03";
 
-std::vector<SharedTensor> pick(const std::vector<SharedTensor>& all,
-                               const std::vector<size_t>& where) {
-  std::vector<SharedTensor> out;
-  out.reserve(where.size());
-  for (size_t i : where) out.push_back(all[i]);
-  return out;
-}
-
 }  // namespace
 
 void HookedSession::attach(TF_Session* session, const BlockingCallGuard* guard) {
@@ -148,7 +140,8 @@ RunResult HookedSession::run_on(const SessionRunner& runner, const RunRequest& c
   }
   if (ctx.stop_requested()) request_stop();
 
-  if (fetches && caller.plan) merged.outputs = pick(merged.outputs, fetches->where[n]);
+  if (fetches && caller.plan)
+    merged.outputs = Fetched(merged.outputs, fetches->where[n]).to_vector();
   return merged;
 }
 

@@ -58,6 +58,7 @@ class Fetched {
   // The values from `first` on, for whoever keeps them (shared, not copied).
   std::vector<SharedTensor> to_vector(size_t first = 0) const {
     std::vector<SharedTensor> out;
+    out.reserve(where_.size() > first ? where_.size() - first : 0);
     for (size_t i = first; i < where_.size(); ++i) out.push_back(all_[where_[i]]);
     return out;
   }
