@@ -97,7 +97,8 @@ def _own_and_partners(runners, own_kind, other_kind, graph, hooks=None):
 
 
 def _interleaved(benchmark, group, own, partners, info):
-    """Benchmark ``own`` (name -> Runner) with ``partners`` run in setup."""
+    """Benchmark ``own`` (name -> Runner) with ``partners`` run in setup;
+    returns the per-round samples of all of them (Interleaver.samples)."""
     (own_name, _), = own.items()
     benchmark.group = group
     inter = measure.pedantic_interleaved(benchmark, own, partners, STEPS,
@@ -110,7 +111,7 @@ def _interleaved(benchmark, group, own, partners, info):
         'per_step_us': med[own_name],
         'interleaved_per_step_us': med,
     })
-    return med, inter.samples
+    return inter.samples
 
 
 @pytest.mark.parametrize('impl', measure.IMPLS)
@@ -124,8 +125,8 @@ def test_mts_steps(benchmark, runners, graph, hooks, impl):
     floor = runners('native', graph, hooks)
     if isinstance(floor, measure.Runner):
         partners['native'] = floor
-    _, rounds = _interleaved(benchmark, '%s/%s' % (graph, hooks), {impl: own},
-                             partners, dict(note, graph=graph, hooks=hooks))
+    rounds = _interleaved(benchmark, '%s/%s' % (graph, hooks), {impl: own},
+                          partners, dict(note, graph=graph, hooks=hooks))
     # Ratios pair the blocks of each round (measure.paired_ratio).
     fast = impl if impl != 'stock' else 'fastmts'
     benchmark.extra_info['speedup_stock_over_%s' % fast] = measure.paired_ratio(
@@ -139,7 +140,7 @@ def test_mts_steps(benchmark, runners, graph, hooks, impl):
 def test_floor_steps(benchmark, runners, graph, impl):
     other = 'native' if impl == 'session' else 'session'
     own, partners, note = _own_and_partners(runners, impl, other, graph)
-    _, rounds = _interleaved(benchmark, '%s/floor' % graph, {impl: own}, partners,
-                             dict(note, graph=graph, hooks='none'))
+    rounds = _interleaved(benchmark, '%s/floor' % graph, {impl: own}, partners,
+                          dict(note, graph=graph, hooks='none'))
     benchmark.extra_info['session_over_native'] = measure.paired_ratio(
         rounds.get('session'), rounds.get('native'))
