@@ -109,6 +109,17 @@ def assert_same(got, want, path='result'):
     assert got == want, f'{path}: {got!r} != {want!r}'
 
 
+def run_steps(impl, sess, fetches, max_steps=None, feed_dict=None):
+  """TF: the loop run_steps stands for; fastmts: ``sess.run_steps``."""
+  if impl is TF_IMPL:
+    result, n = None, 0
+    while not sess.should_stop() and (max_steps is None or n < max_steps):
+      result = sess.run(fetches, feed_dict=feed_dict)
+      n += 1
+    return result
+  return sess.run_steps(fetches, max_steps=max_steps, feed_dict=feed_dict)
+
+
 def ckpt_files(directory):
   """Sorted checkpoint-related file names (event files carry host/time)."""
   import os  # pylint: disable=g-import-not-at-top

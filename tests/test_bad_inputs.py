@@ -25,7 +25,7 @@ import pytest
 import tensorflow as tf
 
 from compat_utils import (TF_IMPL, Raised, ckpt_files, outcome, raised,
-                          recording_hook_class)
+                          recording_hook_class, run_steps)
 from hook_test_utils import step_graph
 
 v1 = tf.compat.v1
@@ -73,17 +73,6 @@ def global_step_of(sess):
   """The global step, read on the raw session (no hooks run)."""
   gs = v1.train.get_global_step()
   return sess.run_step_fn(lambda step_context: step_context.session.run(gs))
-
-
-def run_steps(impl, sess, fetches, max_steps=None, feed_dict=None):
-  """TF: the loop run_steps stands for; fastmts: ``sess.run_steps``."""
-  if impl is TF_IMPL:
-    result, n = None, 0
-    while not sess.should_stop() and (max_steps is None or n < max_steps):
-      result = sess.run(fetches, feed_dict=feed_dict)
-      n += 1
-    return result
-  return sess.run_steps(fetches, max_steps=max_steps, feed_dict=feed_dict)
 
 
 SESSION_KINDS = ['monitored', 'singular', 'training']

@@ -32,6 +32,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.training import training_util
 
+import compat_utils
 from compat_utils import Raised, SessionInterface, ckpt_files, outcome, raised
 from hook_test_utils import CREATED, STEPS_10, tf_log
 
@@ -495,13 +496,6 @@ def test_step_counter_hook_output_dir(check):
       CREATED + [('INFO', 'global_step/sec')] * 3))
 
 
-def _loop(impl, sess, fetches, n):
-  """fastmts: the native loop; TF: the Python loop it stands for."""
-  if impl is v1.train:
-    return [sess.run(fetches) for _ in range(n)][-1]
-  return sess.run_steps(fetches, max_steps=n)
-
-
 def test_step_counter_in_native_loop(check):
   """Inside run_steps StepCounterHook's global_step/sec records are handed to
   TF's _log_and_record in batches; the event file holds them at the same
@@ -517,7 +511,7 @@ def test_step_counter_in_native_loop(check):
       with impl.MonitoredTrainingSession(
           checkpoint_dir=workdir, save_summaries_steps=3, log_step_count_steps=None,
           hooks=[counter, logger]) as sess:
-        last = _loop(impl, sess, train, 14)
+        last = compat_utils.run_steps(impl, sess, train, max_steps=14)
       state = (counter._timer.last_triggered_step(),  # pylint: disable=protected-access
                counter._last_global_step)  # pylint: disable=protected-access
     flush_cached_writer(workdir)
@@ -592,7 +586,7 @@ def test_step_counter_writer_error_ends_the_loop(check):
       writer = _RecordingWriter(fail_at=3, fail=ValueError('disk full'))
       hook = v1.train.StepCounterHook(every_n_steps=2, summary_writer=writer)
       with impl.MonitoredSession(hooks=[hook]) as sess:
-        error = outcome(_loop, impl, sess, train, 1000)
+        error = outcome(compat_utils.run_steps, impl, sess, train, max_steps=1000)
         # Read without the hooks: the writer still fails, and a hook run
         # after fastmts's extra steps may well reach it again.
         step = int(sess._tf_sess().run(gs))  # pylint: disable=protected-access
