@@ -285,6 +285,69 @@ def test_bad_run_call_hook_calls(check, case, via):
 
 
 # ---------------------------------------------------------------------------
+# run's own arguments, by position and by name (fastmts's `sess.run` is a
+# native function that takes the usual calls itself and hands any other to
+# the Python method, whose errors must be Python's as in TF)
+# ---------------------------------------------------------------------------
+
+# name -> call(run, t): the run call, with the graph's tensors t.
+_RUN_SIGNATURE_CALLS = {
+    'positional-4': lambda run, t: run(t['p2'], {t['p']: 3}, None, None),
+    'keywords-all': lambda run, t: run(run_metadata=None, options=None,
+                                       feed_dict={t['p']: 4}, fetches=t['p2']),
+    'fetches-by-keyword': lambda run, t: run(fetches=[t['x'], t['train']]),
+    'feed_dict-positional': lambda run, t: run(t['p2'], {t['p']: 5}),
+    'no-arguments': lambda run, t: run(),
+    'only-feed_dict': lambda run, t: run(feed_dict={t['p']: 1}),
+    'unknown-keyword': lambda run, t: run(t['x'], feed=None),
+    'five-positional': lambda run, t: run(t['x'], None, None, None, None),
+    'fetches-twice': lambda run, t: run(t['x'], fetches=t['x']),
+    'feed_dict-twice': lambda run, t: run(t['x'], None, feed_dict=None),
+}
+
+
+@pytest.mark.parametrize('hooks', HOOK_KINDS)
+@pytest.mark.parametrize('case', sorted(_RUN_SIGNATURE_CALLS))
+def test_run_signature(check, case, hooks):
+  """Each call gives TF's result or TF's TypeError (the same message), and
+  the session goes on as TF's."""
+
+  def scenario(impl, workdir):
+    del workdir
+    log = []
+    with tf.Graph().as_default():
+      t = _graph({'tensor': None, 'op': None})
+      sess = impl.MonitoredSession(hooks=make_hooks(impl, hooks, log))
+      with sess:
+        result = outcome(_RUN_SIGNATURE_CALLS[case], sess.run, t)
+        return result, global_step_of(sess), outcome(sess.run, t['train'])
+
+  result = check(scenario)
+  if case in ('no-arguments', 'only-feed_dict', 'unknown-keyword',
+              'five-positional', 'fetches-twice', 'feed_dict-twice'):
+    assert isinstance(result[0], Raised) and result[0].type is TypeError, result
+
+
+def test_run_overridden_by_a_subclass_is_called(fastmts):
+  """A subclass's own run is what `sess.run` calls (fastmts binds its
+  native entry only where run is not overridden)."""
+  calls = []
+
+  class Counting(fastmts.MonitoredSession):
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+      calls.append(fetches)
+      return super().run(fetches, feed_dict, options, run_metadata)
+
+  with tf.Graph().as_default():
+    _, _, train = step_graph()
+    with Counting() as sess:
+      assert sess.run(train) == 1
+      assert sess.run(fetches=train) == 2
+  assert calls == [train, train]
+
+
+# ---------------------------------------------------------------------------
 # A hook's before_run returning something other than None / SessionRunArgs
 # ---------------------------------------------------------------------------
 

@@ -1084,9 +1084,10 @@ def test_no_python_calls_per_step(fastmts, tmp_path):
             sum(counts['fastmts', 'run_steps'].values()), n,
             sum(counts['fastmts', 'run_steps_x2'].values()), 2 * n))
 
+  # sess.run itself is native: not even a Python frame of its own per step.
   run_calls = counts['fastmts', 'run']
-  assert sum(run_calls.values()) <= n, (
-      'more than 1 Python call per step: %s' % run_calls.most_common(10))
+  assert sum(run_calls.values()) <= 5, (
+      'Python calls in %d steps of sess.run: %s' % (n, run_calls.most_common(10)))
   # run_steps: a bounded number of calls (setup and teardown of the loop),
   # the same for n and 2 n steps.
   totals = {}

@@ -252,7 +252,14 @@ class _MonitoredSession:
       self._sess = _RecoverableSession(self._coordinated_creator, recovery)
     else:
       self._sess = self._coordinated_creator.create_session()
-    self._run = self._fast_run_of(self._coordinated_creator.hooked)
+    self._fast_run = self._fast_run_of(self._coordinated_creator.hooked)
+    if type(self).run is _MonitoredSession.run:  # not overridden by a subclass
+      # `sess.run` is then the native entry itself: no Python frame and no
+      # pybind11 dispatch per step. Calls it does not take as they are go
+      # on to the method below, so their errors are Python's own.
+      me = weakref.proxy(self)
+      self.run = _native.fast_run_entry(
+          self._fast_run, lambda *args, **kwargs: _MonitoredSession.run(me, *args, **kwargs))
 
   def _fast_run_of(self, hooked):
     """run() itself: the native fast path (no Python at all when every hook
@@ -285,7 +292,7 @@ class _MonitoredSession:
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """Runs one step with hooks; same arguments and results as `tf.Session.run`."""
-    return self._run(fetches, feed_dict, options, run_metadata)
+    return self._fast_run(fetches, feed_dict, options, run_metadata)
 
   def run_steps(self, fetches, max_steps=None, feed_dict=None):
     """Runs steps in C++ until a hook requests stop, the coordinator stops,
