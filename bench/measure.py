@@ -28,6 +28,14 @@ kind      'stock'   tf.compat.v1.train.MonitoredTrainingSession
                     and dearer run), and for 'full' + loss. So the floor is
                     the TF work any implementation of that step must do, and
                     nothing else: the hooks themselves never run.
+          'native-reads'  (hooks preset 'full' only) 'native' plus the
+                    re-reads of the global step that TF's StepCounterHook and
+                    SummarySaverHook make on the steps where their timers may
+                    fire (REREAD_AT): TF work those hooks require, made as
+                    fastmts makes it (a run of the read tensor alone, in the
+                    calling thread). What is left between this floor and
+                    fastmts is fastmts's own dispatch and the hooks' Python
+                    actions (TF's _log_and_record and its FileWriter).
 
 A *runner* owns its own graph and an already-created session; ``block(n)``
 runs ``n`` steps of ``train_op`` and returns the wall time in seconds, so
@@ -59,6 +67,14 @@ GRAPHS = ('trivial', 'mlp')
 HOOKS = ('stop', 'full')
 IMPLS = ('stock', 'fastmts', 'fastmts-loop')
 FLOORS = ('session', 'native')
+
+# Where TF's hooks re-read the global step with MonitoredTrainingSession's
+# defaults (StepCounterHook and SummarySaverHook, both every 100 steps): the
+# step fetched with train_op is already incremented on this machine, so
+# StepCounterHook re-reads on two steps per 100 (the first re-read finds
+# its timer not yet due) and SummarySaverHook on one (traced on the trivial
+# graph: re-reads after global steps 100, 101, 100 | 200, 201, 199 | ...).
+REREAD_PERIOD, REREAD_AT = 100, (0, 1, 50)
 
 # StopAtStepHook must never fire during a benchmark: blocks keep advancing the
 # same global step for the lifetime of the session.
@@ -157,12 +173,17 @@ class NativeFloorRunner(Runner):
 
     kind = 'native'
 
-    def __init__(self, graph, hooks=None):
+    def __init__(self, graph, hooks=None, rereads=False):
         ok, reason = available('native')
         if not ok:
             raise RuntimeError(reason)
+        if rereads and hooks != 'full':
+            raise ValueError("re-reads of the global step are the 'full' preset's")
         self._loop = load_fastmts()[0].native_floor_loop
         self.hooks_name = hooks
+        self._reread = None
+        if rereads:
+            self.kind = 'native-reads'
         self._mts = None
         if hooks is None:
             self._plain = SessionRunner(graph)
@@ -182,6 +203,8 @@ class NativeFloorRunner(Runner):
                    training_util._get_or_create_global_step_read(self.graph)]  # pylint: disable=protected-access
         if hooks == 'full':
             fetches.append(m.loss)
+            if rereads:
+                self._reread = fetches[1]
         self._fetches = fetches
 
     @property
@@ -190,7 +213,12 @@ class NativeFloorRunner(Runner):
 
     def block(self, steps):
         # The extension times its own loop (excludes the Python call).
-        return float(self._loop(self._session, self._fetches, steps))
+        if self._reread is None:
+            return float(self._loop(self._session, self._fetches, steps))
+        return float(self._loop(self._session, self._fetches, steps,
+                                reread=self._reread,
+                                reread_period=REREAD_PERIOD,
+                                reread_at=REREAD_AT))
 
     def close(self):
         if self._mts is not None:
@@ -273,8 +301,8 @@ def make_runner(kind, graph, hooks=None):
     """Build a runner; raises ``RuntimeError`` if fastmts lacks ``kind``."""
     if kind == 'session':
         return SessionRunner(graph)
-    if kind == 'native':
-        return NativeFloorRunner(graph, hooks)
+    if kind in ('native', 'native-reads'):
+        return NativeFloorRunner(graph, hooks, rereads=kind == 'native-reads')
     return MTSRunner(kind, graph, hooks)
 
 

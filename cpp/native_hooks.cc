@@ -19,12 +19,6 @@ int64_t scalar_as_int64(const TF_Tensor* t) {
 }
 
 namespace {
-// RunOptions{inter_op_thread_pool: -1}, serialized: run in the calling
-// thread. TF offers this for runs too small to be worth a hand-off to its
-// inter-op pool; a hook's read of the step is one such (measured on a
-// trivial graph: 5-6 us in the calling thread, 12-30 us through the pool).
-const std::string kRunInCallerThread("\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11);
-
 // A hook's own session.run(global_step): one plain run of its read plan.
 int64_t read_global_step(const SessionRunner& session, const PlanPtr& read_step) {
   RunRequest read;

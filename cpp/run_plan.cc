@@ -4,6 +4,8 @@
 
 namespace fastmts {
 
+const std::string kRunInCallerThread("\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11);
+
 namespace {
 struct BufferDeleter {
   void operator()(TF_Buffer* b) const { TF_DeleteBuffer(b); }

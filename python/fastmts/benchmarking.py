@@ -3,8 +3,20 @@ from fastmts import _native
 from fastmts import fetches as fetches_lib
 
 
-def native_floor_loop(tf_session, fetches, steps):
+def native_floor_loop(tf_session, fetches, steps, reread=None, reread_period=100, reread_at=()):
   """Runs `fetches` `steps` times as bare TF_SessionRun calls in a C++ loop
-  (GIL released) on a tf.compat.v1.Session; returns the elapsed seconds."""
-  plan = fetches_lib.PlanCache(tf_session.graph, tf_session).fetch_plan(fetches)
-  return _native.floor_loop(tf_session, plan.native, int(steps))
+  (GIL released) on a tf.compat.v1.Session; returns the elapsed seconds.
+
+  With `reread` (a tensor), after each step i with i % reread_period in
+  `reread_at` it also runs `reread` alone in the calling thread: the
+  re-reads of the global step that TF's StepCounterHook and
+  SummarySaverHook make on the steps where their timers may fire, made as
+  fastmts's native hooks make them."""
+  plans = fetches_lib.PlanCache(tf_session.graph, tf_session)
+  reread_plan = None
+  if reread is not None:
+    if not all(0 <= at < reread_period for at in reread_at):
+      raise ValueError('reread_at must lie in [0, reread_period), got %r' % (reread_at,))
+    reread_plan = plans.fetch_plan(reread).native
+  return _native.floor_loop(tf_session, plans.fetch_plan(fetches).native, int(steps),
+                            reread_plan, int(reread_period), list(reread_at))

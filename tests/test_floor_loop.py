@@ -1,0 +1,53 @@
+"""fastmts.native_floor_loop, the speed floor the benchmarks compare with
+(bench/measure.py): it must run exactly the TF work it claims, since every
+ratio in the README divides by it."""
+
+import pytest
+import tensorflow as tf
+
+from hook_test_utils import step_graph
+
+v1 = tf.compat.v1
+
+
+def _session_with_counter():
+  """A session on step_graph plus `count`, a run of which adds 1 to
+  `counted` (a side effect that shows how often it ran)."""
+  _, _, train = step_graph()
+  counted = v1.get_variable('counted', initializer=0, dtype=tf.int32, use_resource=True)
+  count = v1.assign_add(counted, 1)
+  sess = v1.Session()
+  sess.run(v1.global_variables_initializer())
+  return sess, train, counted, count
+
+
+def test_runs_the_fetches_each_step(fastmts):
+  with tf.Graph().as_default():
+    sess, train, counted, _ = _session_with_counter()
+    with sess:
+      elapsed = fastmts.native_floor_loop(sess, train, 37)
+      assert elapsed > 0
+      assert sess.run(v1.train.get_global_step()) == 37
+      assert sess.run(counted) == 0
+
+
+def test_rereads_on_the_given_steps_of_each_period(fastmts):
+  with tf.Graph().as_default():
+    sess, train, counted, count = _session_with_counter()
+    with sess:
+      fastmts.native_floor_loop(sess, [train], 250, reread=count, reread_period=100,
+                                reread_at=(0, 1, 50))
+      assert sess.run(v1.train.get_global_step()) == 250
+      # After steps 0, 1, 50, 100, 101, 150, 200, 201.
+      assert sess.run(counted) == 8
+
+
+@pytest.mark.parametrize('reread_at', [(100,), (-1,)])
+def test_reread_steps_outside_the_period(fastmts, reread_at):
+  with tf.Graph().as_default():
+    sess, train, counted, count = _session_with_counter()
+    with sess:
+      with pytest.raises(ValueError, match='reread_at must lie in'):
+        fastmts.native_floor_loop(sess, train, 10, reread=count, reread_period=100,
+                                  reread_at=reread_at)
+      assert sess.run(v1.train.get_global_step()) == 0
