@@ -580,36 +580,19 @@ class FastRun {
 
 // ---- run() without pybind11's dispatcher -----------------------------------
 
-// The module's own exceptions as Python errors (pybind11's translator and
-// the entry below share it); false for any other exception.
-bool set_core_error(const std::exception& e) {
-  if (const auto* tf = dynamic_cast<const TFError*>(&e)) {
-    py::object args = py::make_tuple(tf->code(), py::str(tf->what()));
-    PyErr_SetObject(status_error_type.ptr(), args.ptr());
-    return true;
-  }
-  if (dynamic_cast<const FeedConflictError*>(&e) || dynamic_cast<const StoppedError*>(&e)) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return true;
-  }
-  return false;
-}
-
-// Inside a catch block: the exception in flight as the Python error that
-// pybind11 would have set for it.
+// Inside a catch block: sets the Python error for the exception in flight
+// exactly as pybind11 would (this module's translators included), by
+// rethrowing it inside a pybind11 function. Only failures pay for this.
 void set_python_error_from_current() {
+  static const py::handle rethrow = py::cpp_function([](py::capsule held) {
+    std::rethrow_exception(*held.get_pointer<std::exception_ptr>());
+  }).release();  // leaked on purpose, as the module's exception type
   try {
-    throw;
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (const py::builtin_exception& e) {
-    e.set_error();
-  } catch (const std::bad_alloc&) {
-    PyErr_SetString(PyExc_MemoryError, "std::bad_alloc");
-  } catch (const std::exception& e) {
-    if (!set_core_error(e)) PyErr_SetString(PyExc_RuntimeError, e.what());
+    py::capsule held(new std::exception_ptr(std::current_exception()),
+                     [](void* p) { delete static_cast<std::exception_ptr*>(p); });
+    Py_XDECREF(PyObject_CallOneArg(rethrow.ptr(), held.ptr()));  // raises, returns null
   } catch (...) {
-    PyErr_SetString(PyExc_RuntimeError, "fastmts: unknown C++ exception");
+    PyErr_SetString(PyExc_MemoryError, "fastmts: could not convert a C++ exception");
   }
 }
 
@@ -693,8 +676,8 @@ double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, i
   static const std::string kNoOptions;
   const std::vector<char> keep_none(plan->fetches.size(), 0);  // outputs are only dropped
   std::vector<char> reread_step(reread ? reread_period : 0, 0);
-  for (int64_t at : reread_at)
-    if (reread) reread_step.at(at) = 1;
+  if (reread)
+    for (int64_t at : reread_at) reread_step.at(at) = 1;
   RunRequest read;
   read.plan = reread;
   read.run_options = kRunInCallerThread;
@@ -716,14 +699,20 @@ PYBIND11_MODULE(_native, m) {
 
   // Leaked on purpose: it must outlive the interpreter's module teardown.
   static auto* status_error = new py::exception<TFError>(m, "StatusError");
-  status_error_type = *status_error;
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const std::exception& e) {
-      if (!set_core_error(e)) throw;  // pybind11's own translation
+    } catch (const TFError& e) {
+      py::object args = py::make_tuple(e.code(), py::str(e.what()));
+      PyErr_SetObject(status_error->ptr(), args.ptr());
+    } catch (const FeedConflictError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const StoppedError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
     }
   });
+
+  status_error_type = *status_error;
 
   m.def("register_numpy_dtype", [](int tf_enum, py::object np_dtype) {
     numpy_dtypes()[tf_enum] = std::move(np_dtype);
