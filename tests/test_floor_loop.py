@@ -51,3 +51,12 @@ def test_reread_steps_outside_the_period(fastmts, reread_at):
         fastmts.native_floor_loop(sess, train, 10, reread=count, reread_period=100,
                                   reread_at=reread_at)
       assert sess.run(v1.train.get_global_step()) == 0
+
+
+def test_reread_period_must_be_positive(fastmts):
+  with tf.Graph().as_default():
+    sess, train, _, count = _session_with_counter()
+    with sess:
+      with pytest.raises(ValueError, match='reread_period must be > 0'):
+        fastmts.native_floor_loop(sess, train, 10, reread=count, reread_period=0, reread_at=())
+      assert sess.run(v1.train.get_global_step()) == 0
