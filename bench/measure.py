@@ -313,7 +313,12 @@ def make_runner(kind, graph, hooks=None):
 class Interleaver:
     """Alternates blocks of several runners and keeps per-step samples.
 
-    ``samples[name]`` holds one per-step time (seconds) per recorded block.
+    ``samples[name]`` holds one per-step time (seconds) per recorded block,
+    and ``cpu_samples[name]`` the calling thread's CPU time per step in that
+    block (``time.thread_time``): the work the training thread itself does,
+    which other threads' scheduling on a shared machine disturbs far less
+    than wall time.  TF's executor threads and the FileWriter's writer
+    thread are not counted in it.
     """
 
     def __init__(self, runners, drop_failures=False):
@@ -322,6 +327,7 @@ class Interleaver:
         -- so a broken fastmts still leaves the stock numbers."""
         self.runners = dict(runners)
         self.samples = {name: [] for name in self.runners}
+        self.cpu_samples = {name: [] for name in self.runners}
         self.drop_failures = drop_failures
         self.errors = {}
 
@@ -335,9 +341,12 @@ class Interleaver:
         """
         if collect:
             gc.collect()
+        cpu_start = time.thread_time()
         elapsed = self.runners[name].block(steps)
+        cpu = time.thread_time() - cpu_start
         if record:
             self.samples[name].append(elapsed / steps)
+            self.cpu_samples[name].append(cpu / steps)
         return elapsed
 
     def order(self, index, names=None):
@@ -356,6 +365,7 @@ class Interleaver:
                     raise
                 self.errors[name] = '%s: %s' % (type(e).__name__, e)
                 self.samples[name] = []
+                self.cpu_samples[name] = []
 
     def measure(self, steps, repeats, warmup=1, progress=None):
         """``warmup`` unrecorded rounds then ``repeats`` recorded ones."""
@@ -373,6 +383,11 @@ class Interleaver:
 
     def medians_us(self):
         return {name: self.median_us(name) for name in self.samples}
+
+    def cpu_medians_us(self):
+        """Median calling-thread CPU microseconds per step, per runner."""
+        return {name: statistics.median(s) * 1e6 if s else None
+                for name, s in self.cpu_samples.items()}
 
     def spread_us(self, name):
         """(min, max) per-step microseconds over the recorded blocks."""

@@ -15,6 +15,7 @@ benchmarks).  Runners that fastmts cannot provide yet show as n/a.
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -68,12 +69,13 @@ def measure_graph(graph, steps, repeats, log):
             log('  %s: %s' % (key, missing[key]))
         spread = {k: inter.spread_us(k) for k in runners}
         samples = {k: [s * 1e6 for s in v] for k, v in inter.samples.items()}
+        cpu = {k: [s * 1e6 for s in v] for k, v in inter.cpu_samples.items()}
     finally:
         for r in runners.values():
             r.close()
     for key in missing:
         med[key] = None
-    return med, spread, samples, missing
+    return med, spread, samples, cpu, missing
 
 
 def table(results, samples):
@@ -120,6 +122,33 @@ def reread_table(results, samples):
     return '\n'.join(lines)
 
 
+def cpu_table(cpu):
+    """Calling-thread CPU per step (``cpu[graph][runner]``: per-round
+    us/step): the training thread's own work, fastmts's dispatch and its
+    hooks' Python actions included, TF's executor threads excluded."""
+    cols = ['scenario', 'floor', 'floor + re-reads', 'stock MTS', 'fastmts run',
+            'fastmts run_steps', 'fastmts/floor', 'run_steps/floor',
+            'run_steps/(floor + re-reads)']
+    lines = ['| ' + ' | '.join(cols) + ' |',
+             '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
+
+    def median(xs):
+        return statistics.median(xs) if xs else None
+
+    for graph, rounds in cpu.items():
+        def paired(a, b):
+            return measure.paired_ratio(rounds.get(a), rounds.get(b))
+
+        for hooks in measure.HOOKS:
+            floor, reads, stock, fast, loop = ('%s/%s' % (kind, hooks) for kind in (
+                'native', 'native-reads', 'stock', 'fastmts', 'fastmts-loop'))
+            row = ['%s / %s' % (graph, hooks)] + [
+                _us(median(rounds.get(k))) for k in (floor, reads, stock, fast, loop)]
+            row += [_x(paired(fast, floor)), _x(paired(loop, floor)), _x(paired(loop, reads))]
+            lines.append('| ' + ' | '.join(row) + ' |')
+    return '\n'.join(lines)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--steps', type=int, default=measure.DEFAULT_STEPS,
@@ -157,10 +186,11 @@ def main(argv=None):
     for g in graphs:
         log('measuring %s: %d rounds x %d steps per runner, interleaved'
             % (g, args.repeats, args.steps))
-        med, spread, samples, missing = measure_graph(g, args.steps,
-                                                      args.repeats, log)
+        med, spread, samples, cpu, missing = measure_graph(
+            g, args.steps, args.repeats, log)
         results[g] = med
-        raw[g] = {'median_us': med, 'spread_us': spread, 'samples_us': samples}
+        raw[g] = {'median_us': med, 'spread_us': spread, 'samples_us': samples,
+                  'thread_cpu_samples_us': cpu}
         all_missing.update(missing)
     elapsed = time.perf_counter() - t0
 
@@ -190,6 +220,12 @@ def main(argv=None):
           "actions (TF's _log_and_record and FileWriter).\n"
           % (len(measure.REREAD_AT), measure.REREAD_PERIOD))
     print(reread_table(results, {g: raw[g]['samples_us'] for g in raw}))
+    print('\nThe training thread\'s own CPU time per step in the same blocks '
+          '(time.thread_time; TF\'s executor threads and the FileWriter\'s '
+          'writer thread not counted): what fastmts adds in that thread, '
+          'with far less noise than wall time on a shared machine. '
+          'n/a: no such runner for the preset.\n')
+    print(cpu_table({g: raw[g]['thread_cpu_samples_us'] for g in raw}))
     if all_missing:
         by_reason = {}
         for key, why in all_missing.items():

@@ -98,7 +98,7 @@ def _own_and_partners(runners, own_kind, other_kind, graph, hooks=None):
 
 def _interleaved(benchmark, group, own, partners, info):
     """Benchmark ``own`` (name -> Runner) with ``partners`` run in setup;
-    returns the per-round samples of all of them (Interleaver.samples)."""
+    returns the Interleaver holding the per-round samples of all of them."""
     (own_name, _), = own.items()
     benchmark.group = group
     inter = measure.pedantic_interleaved(benchmark, own, partners, STEPS,
@@ -110,8 +110,9 @@ def _interleaved(benchmark, group, own, partners, info):
         'steps_per_round': STEPS,
         'per_step_us': med[own_name],
         'interleaved_per_step_us': med,
+        'interleaved_thread_cpu_per_step_us': inter.cpu_medians_us(),
     })
-    return inter.samples
+    return inter
 
 
 @pytest.mark.parametrize('impl', measure.IMPLS)
@@ -131,17 +132,24 @@ def test_mts_steps(benchmark, runners, graph, hooks, impl):
         reads = runners('native-reads', graph, hooks)
         if isinstance(reads, measure.Runner):
             partners['native-reads'] = reads
-    rounds = _interleaved(benchmark, '%s/%s' % (graph, hooks), {impl: own},
-                          partners, dict(note, graph=graph, hooks=hooks))
+    inter = _interleaved(benchmark, '%s/%s' % (graph, hooks), {impl: own},
+                         partners, dict(note, graph=graph, hooks=hooks))
     # Ratios pair the blocks of each round (measure.paired_ratio).
+    rounds, cpu = inter.samples, inter.cpu_samples
     fast = impl if impl != 'stock' else 'fastmts'
     benchmark.extra_info['speedup_stock_over_%s' % fast] = measure.paired_ratio(
         rounds.get('stock'), rounds.get(fast))
     benchmark.extra_info['%s_over_floor' % impl] = measure.paired_ratio(
         rounds.get(impl), rounds.get('native'))
+    # The training thread's own CPU per step against the floor's: what the
+    # implementation adds in that thread, measured with far less noise.
+    benchmark.extra_info['%s_thread_cpu_over_floor' % impl] = measure.paired_ratio(
+        cpu.get(impl), cpu.get('native'))
     if 'native-reads' in rounds:
         benchmark.extra_info['%s_over_floor_with_rereads' % impl] = measure.paired_ratio(
             rounds.get(impl), rounds.get('native-reads'))
+        benchmark.extra_info['%s_thread_cpu_over_floor_with_rereads' % impl] = (
+            measure.paired_ratio(cpu.get(impl), cpu.get('native-reads')))
 
 
 @pytest.mark.parametrize('impl', measure.FLOORS)
@@ -150,6 +158,6 @@ def test_floor_steps(benchmark, runners, graph, impl):
     other = 'native' if impl == 'session' else 'session'
     own, partners, note = _own_and_partners(runners, impl, other, graph)
     rounds = _interleaved(benchmark, '%s/floor' % graph, {impl: own}, partners,
-                          dict(note, graph=graph, hooks='none'))
+                          dict(note, graph=graph, hooks='none')).samples
     benchmark.extra_info['session_over_native'] = measure.paired_ratio(
         rounds.get('session'), rounds.get('native'))
