@@ -25,6 +25,16 @@ constexpr char kFullTraceOption[] = "\x08\x03";
 
 }  // namespace
 
+void PostponedWork::before_postponing(Hook* hook) {
+  Hook* previous;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    previous = holder_;
+    holder_ = hook;
+  }
+  if (previous && previous != hook) previous->flush_deferred();
+}
+
 void HookedSession::attach(TF_Session* session, const BlockingCallGuard* guard) {
   runner_ = SessionRunner(session, guard);
   stop_requested_.store(false, std::memory_order_release);
@@ -74,7 +84,7 @@ RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void*
 RunResult HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller,
                                 bool want_metadata, void* user_data, bool may_defer) {
   if (stop_requested()) throw StoppedError("Run called even after should_stop requested.");
-  StepContext ctx(runner, user_data, may_defer);
+  StepContext ctx(runner, user_data, may_defer ? &postponed_ : nullptr);
   HookCosts* costs = costs_.get();
   const size_t n = hooks_.size();
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,16 +25,37 @@ class StoppedError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+class Hook;
+
+// Which hook holds Python work it postponed (StepContext::may_defer). TF runs
+// the hooks' Python actions step by step, hook by hook, so a hook about to
+// postpone work first has another's postponed work handed over: at most one
+// hook holds any at a time, and batches reach Python in TF's order.
+class PostponedWork {
+ public:
+  void before_postponing(Hook* hook);
+
+ private:
+  std::mutex mu_;
+  Hook* holder_ = nullptr;
+};
+
 // Per-step state shared by the hooks, as TF's SessionRunContext.
 class StepContext {
  public:
-  StepContext(const SessionRunner& session, void* user_data, bool may_defer = false)
-      : session_(session), user_data_(user_data), may_defer_(may_defer) {}
+  // `postponed` is given when hooks may postpone Python work (may_defer).
+  StepContext(const SessionRunner& session, void* user_data,
+              PostponedWork* postponed = nullptr)
+      : session_(session), user_data_(user_data), postponed_(postponed) {}
   const SessionRunner& session() const { return session_; }
   // Whether a hook may postpone Python work that has no say in this step
   // (see Hook::flush_deferred): only inside a loop whose caller hands
   // postponed work over before anything else could observe it.
-  bool may_defer() const { return may_defer_; }
+  bool may_defer() const { return postponed_ != nullptr; }
+  // A hook calls this before it postpones work (see PostponedWork).
+  void before_postponing(Hook* hook) const {
+    if (postponed_) postponed_->before_postponing(hook);
+  }
   void request_stop() { stop_requested_ = true; }
   bool stop_requested() const { return stop_requested_; }
   // Opaque per-step data of whoever called HookedSession::run (the Python
@@ -43,7 +65,7 @@ class StepContext {
  private:
   const SessionRunner& session_;
   void* user_data_;
-  bool may_defer_;
+  PostponedWork* postponed_;
   bool stop_requested_ = false;
 };
 
@@ -169,6 +191,7 @@ class HookedSession {
                    void* user_data, bool may_defer = false);
 
   std::vector<HookPtr> hooks_;
+  PostponedWork postponed_;
   MergedFetchCache merged_fetches_;
   SessionRunner runner_{nullptr};
   std::atomic<bool> stop_requested_{false};

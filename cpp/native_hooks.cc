@@ -161,6 +161,7 @@ void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
 }
 
 void GlobalStepGatedHook::count_step_rate(const StepContext& ctx, int64_t global_step) {
+  ctx.before_postponing(this);
   {
     std::lock_guard<std::mutex> lock(rates_mu_);
     const std::optional<int64_t> previous = timer_.last_step();

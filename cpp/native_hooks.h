@@ -96,9 +96,10 @@ class LoggingTensorHook : public Hook {
 // to TF's own _log_and_record (global_step/sec, as a summary and a log
 // line) together with the timer's state. Inside a loop that allows it
 // (StepContext::may_defer) rates are handed over in batches -- before any
-// other Python code of the hooks runs, when the loop ends, and at the
-// latest kMaxRecordDelay after the first waiting one -- since each Python
-// call costs more than many steps of a small model; otherwise at once.
+// other Python code of the hooks runs, before another hook postpones work
+// (PostponedWork), when the loop ends, and at the latest kMaxRecordDelay
+// after the first waiting one -- since each Python call costs more than
+// many steps of a small model; otherwise at once.
 //
 // StepCounterHook also warns, at most 5 times, when the step did not move:
 // on such a step `act` runs TF's whole after_run, so the warning is TF's own

@@ -1333,3 +1333,26 @@ def test_feed_fn_hook_returning_no_mapping(check):
         return outcome(sess.run, doubled)
 
   check(scenario, expected=Raised(AttributeError, "'list' object has no attribute 'keys'"))
+
+
+def test_two_step_counters_in_native_loop_keep_tf_event_order(check):
+  """Two StepCounterHooks on one writer (a user's, and MonitoredTrainingSession's
+  own): inside run_steps their batched records still reach the writer in
+  TF's order, step by step, hook by hook."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default(), tf_log() as lines:
+      _, _, train = read_first_graph()
+      counter = v1.train.StepCounterHook(every_n_steps=1, output_dir=workdir)
+      with impl.MonitoredTrainingSession(
+          checkpoint_dir=workdir, save_summaries_steps=None, log_step_count_steps=2,
+          hooks=[counter]) as sess:
+        last = compat_utils.run_steps(impl, sess, train, max_steps=7)
+    flush_cached_writer(workdir)
+    rates = [r[2] for r in events(workdir, rates=False)[1] if r[1:2] == ('global_step/sec',)]
+    logged = [(level, msg.split(':')[0]) for level, msg in in_dir(workdir, lines)]
+    return last, rates, logged
+
+  _, rates, logged = check(scenario)
+  assert rates == [2, 3, 3, 4, 5, 5, 6, 7, 7], rates
+  assert logged.count(('INFO', 'global_step/sec')) == len(rates), logged
