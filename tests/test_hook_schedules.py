@@ -1,13 +1,18 @@
 """Random hook schedules, side by side with stock TF.
 
-Hypothesis draws a set of TF's stock hooks on step-based schedules
-(optionally under MonitoredTrainingSession's defaults), one of two graphs,
-and a way to drive the session: chunks of ``sess.run`` calls and of
-``run_steps`` (the native loop; for TF, the loop it stands for), continued
-past the stop. fastmts must leave the same trace as TF: every chunk's result
-or exception, the stop decision after each chunk, the event records (tags
-and steps; step rates are timing), the checkpoint files, the log lines
-(timings masked), and TF's hook objects in the same schedule state.
+Hypothesis draws a set of TF's stock hooks (optionally under
+MonitoredTrainingSession's defaults, plus a Python hook and FinalOpsHook),
+one of two graphs, and a way to drive the session: chunks of ``sess.run``
+calls and of ``run_steps`` (the native loop; for TF, the loop it stands
+for), continued past the stop. fastmts must leave the same trace as TF:
+every chunk's result or exception, the stop decision after each chunk, the
+event records, the checkpoint files, the log lines, and the hook objects'
+state at the end.
+
+Schedules are either step-based, in real time (step rates, being timing,
+are masked), or seconds-based on a fake clock that each step moves by a
+known amount (a py_function in the train op), where rates, log lines and
+timers are all exact.
 
 The two graphs differ in when the hooks' fetched global step is read:
 before the run's increment, or after it. In the second, reading the step
@@ -16,9 +21,10 @@ counts every fresh read of the step the hooks made, and a fresh read made
 or skipped by mistake shows.
 
 The examples are drawn from a fixed seed (``derandomize``), so a CI run is
-repeatable; set HYPOTHESIS_EXAMPLES to explore more of them locally.
-"""
+repeatable; set HYPOTHESIS_EXAMPLES to explore more of them locally."""
 
+import contextlib
+import itertools
 import os
 import re
 import tempfile
@@ -32,7 +38,7 @@ from tensorflow.python.training import training_util
 import compat_utils
 from compat_utils import TF_IMPL, assert_same, ckpt_files, outcome
 from hook_test_utils import tf_log
-from test_native_more_hooks import events, in_dir, read_first_graph
+from test_native_more_hooks import controlled_time, events, in_dir, read_first_graph
 
 v1 = tf.compat.v1
 
@@ -41,33 +47,55 @@ _STEP_RATE = re.compile(r'(global_step/sec: )[0-9.e+-]+')
 _DEPRECATION = re.compile(r'From .*: .* is deprecated and will be removed')
 
 _every = st.integers(1, 9)
-_SETUPS = st.fixed_dictionaries({
-    'graph': st.sampled_from(['read_first', 'read_after_increment']),
-    'stop': st.none() | st.tuples(st.sampled_from(['last_step', 'num_steps']),
-                                  st.integers(1, 30)),
-    'counter': st.none() | _every,
-    'summaries': st.none() | _every,
-    'saver': st.none() | _every,
-    'logging': st.none() | _every,
-    'nan': st.booleans(),
-    # A Python hook (run through Python dispatch in fastmts) that asks for
-    # the loss each step and requests stop after this many of its after_runs.
-    'python_hook': st.none() | st.integers(1, 20),
-    'final_ops': st.booleans(),
-    # MonitoredTrainingSession's own hooks (checkpoint_dir set), or a plain
-    # MonitoredSession with only the hooks above.
-    'training_session': st.none() | st.fixed_dictionaries({
-        'save_summaries_steps': st.none() | _every,
-        'save_checkpoint_steps': st.none() | _every,
-        'log_step_count_steps': st.none() | _every,
-    }),
-    'chunks': st.lists(st.tuples(st.sampled_from(['run', 'run_steps']),
-                                 st.integers(1, 12)), min_size=1, max_size=4),
-})
 
 
-def _graph(kind):
-  """(loss, train, summary_op) for one of the two graphs."""
+def _setups(every, tick):
+  """Setups whose schedules are drawn from `every`; `tick` draws the
+  seconds each step takes on the fake clock (None: real time, and then
+  only step-based schedules)."""
+  return st.fixed_dictionaries({
+      'graph': st.sampled_from(['read_first', 'read_after_increment']),
+      'tick': tick,
+      'stop': st.none() | st.tuples(st.sampled_from(['last_step', 'num_steps']),
+                                    st.integers(1, 30)),
+      'counter': st.none() | every,
+      'summaries': st.none() | every,
+      'saver': st.none() | every,
+      'logging': st.none() | every,
+      'nan': st.booleans(),
+      # A Python hook (run through Python dispatch in fastmts) that asks for
+      # the loss each step and requests stop after this many after_runs.
+      'python_hook': st.none() | st.integers(1, 20),
+      'final_ops': st.booleans(),
+      # MonitoredTrainingSession's own hooks (checkpoint_dir set), or a
+      # plain MonitoredSession with only the hooks above.
+      'training_session': st.none() | st.fixed_dictionaries({
+          'summaries': st.none() | every,
+          'checkpoints': st.none() | every,
+          'log_step_count_steps': st.none() | _every,
+      }),
+      'chunks': st.lists(st.tuples(st.sampled_from(['run', 'run_steps']),
+                                   st.integers(1, 12)), min_size=1, max_size=4),
+  })
+
+
+_STEP_SETUPS = _setups(_every, st.none())
+# Seconds-based schedules, on a clock that each step moves by `tick` seconds.
+_SECS_SETUPS = _setups(st.sampled_from([0.5, 1.0, 2.5, 4.0]),
+                       st.sampled_from([0.25, 1.0, 1.5]))
+
+
+def _graph(kind, clock=None, tick=None):
+  """(loss, train, summary_op) for one of the two graphs; with a `clock`,
+  runs of `train` also move it, by 1, 2, 3, 1, 2, ... times `tick` seconds
+  (so step rates differ from one record to the next)."""
+  if clock is not None:
+    loss, train, summary_op = _graph(kind)
+    runs = itertools.count()
+    moved = tf.py_function(lambda: clock.advance(tick * (1 + next(runs) % 3)) or 0.0, [],
+                           tf.float32)
+    with tf.control_dependencies([moved]):
+      return loss, tf.identity(train), summary_op
   if kind == 'read_first':
     _, loss, train = read_first_graph()
   else:
@@ -97,23 +125,27 @@ class _StopAfter(tf.compat.v1.train.SessionRunHook):
 
 
 def _hooks(setup, workdir, loss, summary_op, scaffold):
+  secs = setup['tick'] is not None
   hooks = []
   if setup['stop']:
     kind, value = setup['stop']
     hooks.append(v1.train.StopAtStepHook(**{kind: value}))
   if setup['counter']:
-    hooks.append(v1.train.StepCounterHook(every_n_steps=setup['counter'],
-                                          output_dir=workdir))
+    every = setup['counter']
+    hooks.append(v1.train.StepCounterHook(
+        output_dir=workdir, every_n_steps=None if secs else every,
+        every_n_secs=every if secs else None))
   if setup['summaries']:
-    hooks.append(v1.train.SummarySaverHook(save_steps=setup['summaries'],
-                                           output_dir=workdir, summary_op=summary_op))
+    hooks.append(v1.train.SummarySaverHook(
+        output_dir=workdir, summary_op=summary_op,
+        **{'save_secs' if secs else 'save_steps': setup['summaries']}))
   # Two savers in one directory would fight over the `checkpoint` file.
   if setup['saver'] and setup['training_session'] is None:
-    hooks.append(v1.train.CheckpointSaverHook(workdir, save_steps=setup['saver'],
-                                              scaffold=scaffold))
+    hooks.append(v1.train.CheckpointSaverHook(
+        workdir, scaffold=scaffold, **{'save_secs' if secs else 'save_steps': setup['saver']}))
   if setup['logging']:
-    hooks.append(v1.train.LoggingTensorHook({'loss': loss},
-                                            every_n_iter=setup['logging']))
+    hooks.append(v1.train.LoggingTensorHook(
+        {'loss': loss}, **{'every_n_secs' if secs else 'every_n_iter': setup['logging']}))
   if setup['nan']:
     hooks.append(v1.train.NanTensorHook(loss))
   if setup['python_hook']:
@@ -121,6 +153,14 @@ def _hooks(setup, workdir, loss, summary_op, scaffold):
   if setup['final_ops']:
     hooks.append(v1.train.FinalOpsHook({'loss': loss}))
   return hooks
+
+
+def _training_session_options(setup):
+  options = setup['training_session']
+  unit = 'secs' if setup['tick'] is not None else 'steps'
+  return {'save_summaries_' + unit: options['summaries'],
+          'save_checkpoint_' + unit: options['checkpoints'],
+          'log_step_count_steps': options['log_step_count_steps']}
 
 
 def _schedule_state(hooks):
@@ -140,18 +180,21 @@ def _schedule_state(hooks):
   return state
 
 
-def _scenario(impl, workdir, setup):
-  with tf.Graph().as_default(), tf_log() as lines:
-    loss, train, summary_op = _graph(setup['graph'])
+def _scenario(impl, workdir, setup, monkeypatch=None):
+  clocked = setup['tick'] is not None
+  with contextlib.ExitStack() as stack:
+    clock = stack.enter_context(controlled_time(impl, monkeypatch)) if clocked else None
+    stack.enter_context(tf.Graph().as_default())
+    lines = stack.enter_context(tf_log(exact=clocked))
+    loss, train, summary_op = _graph(setup['graph'], clock, setup['tick'])
     scaffold = impl.Scaffold()
     hooks = _hooks(setup, workdir, loss, summary_op, scaffold)
-    options = setup['training_session']
-    if options is None:
+    if setup['training_session'] is None:
       session = impl.MonitoredSession(
           session_creator=impl.ChiefSessionCreator(scaffold=scaffold), hooks=hooks)
     else:
       session = impl.MonitoredTrainingSession(checkpoint_dir=workdir, scaffold=scaffold,
-                                              hooks=hooks, **options)
+                                              hooks=hooks, **_training_session_options(setup))
     trace = []
     try:
       with session as sess:
@@ -165,21 +208,39 @@ def _scenario(impl, workdir, setup):
       v1.summary.FileWriterCache.get(workdir).flush()
     state = _schedule_state(hooks)
   v1.summary.FileWriterCache.clear()  # closes the writers (and their threads)
-  # TF's deprecation warnings come once per process, to whichever run is first.
-  logged = [(level, _STEP_RATE.sub(r'\1<t>', msg)) for level, msg in in_dir(workdir, lines)
-            if not _DEPRECATION.match(msg)]
+  # Step rates are timing unless on the fake clock; TF's deprecation
+  # warnings come once per process, to whichever run is first.
+  logged = [(level, msg if clocked else _STEP_RATE.sub(r'\1<t>', msg))
+            for level, msg in in_dir(workdir, lines) if not _DEPRECATION.match(msg)]
   last_checkpoint = v1.train.latest_checkpoint(workdir)
-  return (trace, state, events(workdir, rates=False), ckpt_files(workdir),
+  return (trace, state, events(workdir, rates=clocked), ckpt_files(workdir),
           None if last_checkpoint is None else os.path.basename(last_checkpoint), logged)
 
 
-@pytest.mark.timeout(600)
-@hypothesis.settings(max_examples=_EXAMPLES, deadline=None, derandomize=True,
-                     suppress_health_check=[hypothesis.HealthCheck.too_slow,
-                                            hypothesis.HealthCheck.function_scoped_fixture])
-@hypothesis.given(setup=_SETUPS)
-def test_random_hook_schedules_match_tf(fastmts, setup):
+_SETTINGS = hypothesis.settings(
+    max_examples=_EXAMPLES, deadline=None, derandomize=True,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow,
+                           hypothesis.HealthCheck.function_scoped_fixture])
+
+
+def _compare(fastmts, setup, monkeypatch=None):
   with tempfile.TemporaryDirectory() as tf_dir, tempfile.TemporaryDirectory() as fast_dir:
-    want = _scenario(TF_IMPL, tf_dir, setup)
-    got = _scenario(fastmts, fast_dir, setup)
+    want = _scenario(TF_IMPL, tf_dir, setup, monkeypatch)
+    got = _scenario(fastmts, fast_dir, setup, monkeypatch)
   assert_same(got, want, 'fastmts vs TF for %r' % (setup,))
+
+
+@pytest.mark.timeout(600)
+@_SETTINGS
+@hypothesis.given(setup=_STEP_SETUPS)
+def test_random_step_schedules_match_tf(fastmts, setup):
+  _compare(fastmts, setup)
+
+
+@pytest.mark.timeout(600)
+@_SETTINGS
+@hypothesis.given(setup=_SECS_SETUPS)
+def test_random_secs_schedules_match_tf(fastmts, monkeypatch, setup):
+  """Seconds-based schedules on a fake clock that every step moves (a
+  py_function in the train op): rates, log lines and timers are exact."""
+  _compare(fastmts, setup, monkeypatch)
