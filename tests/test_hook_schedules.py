@@ -2,9 +2,10 @@
 
 Hypothesis draws a set of TF's stock hooks (optionally under
 MonitoredTrainingSession's defaults, plus a Python hook and FinalOpsHook),
-one of two graphs, and a way to drive the session: chunks of ``sess.run``
-calls and of ``run_steps`` (the native loop; for TF, the loop it stands
-for), continued past the stop. fastmts must leave the same trace as TF:
+one of two graphs (the loss NaN on a drawn step, or never), and a way to
+drive the session: chunks of ``sess.run`` calls and of ``run_steps`` (the
+native loop; for TF, the loop it stands for), continued past the stop and
+past NanTensorHook's errors. fastmts must leave the same trace as TF:
 every chunk's result or exception, the stop decision after each chunk, the
 event records, the checkpoint files, the log lines, and the hook objects'
 state at the end.
@@ -30,6 +31,7 @@ import re
 import tempfile
 
 import hypothesis
+import numpy as np
 from hypothesis import strategies as st
 import pytest
 import tensorflow as tf
@@ -38,7 +40,7 @@ from tensorflow.python.training import training_util
 import compat_utils
 from compat_utils import TF_IMPL, assert_same, ckpt_files, outcome
 from hook_test_utils import tf_log
-from test_native_more_hooks import controlled_time, events, in_dir, read_first_graph
+from test_native_more_hooks import controlled_time, events, in_dir
 
 v1 = tf.compat.v1
 
@@ -62,7 +64,10 @@ def _setups(every, tick):
       'summaries': st.none() | every,
       'saver': st.none() | every,
       'logging': st.none() | every,
-      'nan': st.booleans(),
+      # The loss is NaN on this step (as fetched); NanTensorHook with this
+      # fail_on_nan_loss.
+      'nan_at': st.none() | st.integers(1, 15),
+      'nan_hook': st.none() | st.booleans(),
       # A Python hook (run through Python dispatch in fastmts) that asks for
       # the loss each step and requests stop after this many after_runs.
       'python_hook': st.none() | st.integers(1, 20),
@@ -85,27 +90,41 @@ _SECS_SETUPS = _setups(st.sampled_from([0.5, 1.0, 2.5, 4.0]),
                        st.sampled_from([0.25, 1.0, 1.5]))
 
 
-def _graph(kind, clock=None, tick=None):
-  """(loss, train, summary_op) for one of the two graphs; with a `clock`,
+def _graph(kind, nan_at, clock=None, tick=None):
+  """(loss, train, summary_op) for one of the two graphs, the loss being
+  half the fetched step, or NaN where that is `nan_at`; with a `clock`,
   runs of `train` also move it, by 1, 2, 3, 1, 2, ... times `tick` seconds
   (so step rates differ from one record to the next)."""
   if clock is not None:
-    loss, train, summary_op = _graph(kind)
+    loss, train, summary_op = _graph(kind, nan_at)
     runs = itertools.count()
     moved = tf.py_function(lambda: clock.advance(tick * (1 + next(runs) % 3)) or 0.0, [],
                            tf.float32)
     with tf.control_dependencies([moved]):
       return loss, tf.identity(train), summary_op
+
+  def loss_of(step):
+    value = tf.cast(step, tf.float32) * 0.5
+    if nan_at is not None:
+      value = tf.where(tf.equal(step, nan_at), tf.constant(np.nan, tf.float32), value)
+    return tf.identity(value, name='loss')
+
+  gs = v1.train.get_or_create_global_step()
   if kind == 'read_first':
-    _, loss, train = read_first_graph()
+    # As test_native_more_hooks.read_first_graph: the increment waits for
+    # the read tensor the hooks fetch and for the loss, so both are the
+    # step before this run's increment.
+    step = tf.identity(training_util._get_or_create_global_step_read(), name='step')  # pylint: disable=protected-access
+    loss = loss_of(step)
+    with tf.control_dependencies([step, loss]):
+      train = v1.assign_add(gs, 1, name='train')
   else:
     # The read tensor the hooks fetch (and read afresh) waits for the
     # increment, so every read of it, fresh ones included, increments.
-    gs = v1.train.get_or_create_global_step()
     train = v1.assign_add(gs, 1, name='train')
     with tf.control_dependencies([train]):
       read = training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
-    loss = tf.identity(tf.cast(read, tf.float32) * 0.5, name='loss')
+    loss = loss_of(read)
   return loss, train, v1.summary.scalar('loss_sum', loss)
 
 
@@ -146,8 +165,8 @@ def _hooks(setup, workdir, loss, summary_op, scaffold):
   if setup['logging']:
     hooks.append(v1.train.LoggingTensorHook(
         {'loss': loss}, **{'every_n_secs' if secs else 'every_n_iter': setup['logging']}))
-  if setup['nan']:
-    hooks.append(v1.train.NanTensorHook(loss))
+  if setup['nan_hook'] is not None:
+    hooks.append(v1.train.NanTensorHook(loss, fail_on_nan_loss=setup['nan_hook']))
   if setup['python_hook']:
     hooks.append(_StopAfter(loss, setup['python_hook']))
   if setup['final_ops']:
@@ -186,7 +205,7 @@ def _scenario(impl, workdir, setup, monkeypatch=None):
     clock = stack.enter_context(controlled_time(impl, monkeypatch)) if clocked else None
     stack.enter_context(tf.Graph().as_default())
     lines = stack.enter_context(tf_log(exact=clocked))
-    loss, train, summary_op = _graph(setup['graph'], clock, setup['tick'])
+    loss, train, summary_op = _graph(setup['graph'], setup['nan_at'], clock, setup['tick'])
     scaffold = impl.Scaffold()
     hooks = _hooks(setup, workdir, loss, summary_op, scaffold)
     if setup['training_session'] is None:
