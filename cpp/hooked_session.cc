@@ -135,7 +135,6 @@ RunResult HookedSession::run_on(const SessionRunner& runner, const RunRequest& c
                 fetches->fetches, fetches->targets, *options,
                 want_metadata || !options->empty(), &merged, &fetches->must_own);
   });
-  ++steps_run_;
   if (costs) ++costs->steps;
 
   for (size_t i = 0; i < n; ++i) {
@@ -148,6 +147,9 @@ RunResult HookedSession::run_on(const SessionRunner& runner, const RunRequest& c
       }
     });
   }
+  // Only now is the step done: one whose after_run raised (a preemption
+  // included, after which TF runs the step again) is not counted.
+  ++steps_run_;
   if (ctx.stop_requested()) request_stop();
 
   if (fetches && caller.plan)

@@ -345,7 +345,10 @@ def _policy(**kw):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize('method', ['run', 'run_steps'])
-def test_recovery_policy_gives_up_after_max_recreations(tmp_path, method):
+@pytest.mark.parametrize('where', ['before_run', 'after_run'])
+def test_recovery_policy_gives_up_after_max_recreations(tmp_path, method, where):
+  """Also when the error comes after the step ran (after_run): a step whose
+  hooks failed is not one that ran, so it does not reset the count."""
   _needs_fastmts()
   log = []
   with tf.Graph().as_default():
@@ -359,6 +362,10 @@ def test_recovery_policy_gives_up_after_max_recreations(tmp_path, method):
 
       def before_run(self, run_context):
         log.append('before_run')
+        if where == 'before_run':
+          raise tf.errors.AbortedError(None, None, 'abort')
+
+      def after_run(self, run_context, run_values):
         raise tf.errors.AbortedError(None, None, 'abort')
 
     policy = _policy(max_recreations=2, backoff_secs=0.1, max_backoff_secs=1.0)

@@ -35,6 +35,7 @@ import numpy as np
 from hypothesis import strategies as st
 import pytest
 import tensorflow as tf
+from tensorflow.python.platform import tf_logging
 from tensorflow.python.training import training_util
 
 import compat_utils
@@ -71,6 +72,10 @@ def _setups(every, tick):
       # A Python hook (run through Python dispatch in fastmts) that asks for
       # the loss each step and requests stop after this many after_runs.
       'python_hook': st.none() | st.integers(1, 20),
+      # A Python hook whose after_run raises AbortedError once, on this call:
+      # the session is closed and created again (restoring the latest
+      # checkpoint under MonitoredTrainingSession) and the step retried.
+      'abort_at': st.none() | st.integers(1, 12),
       'final_ops': st.booleans(),
       # MonitoredTrainingSession's own hooks (checkpoint_dir set), or a
       # plain MonitoredSession with only the hooks above.
@@ -143,6 +148,18 @@ class _StopAfter(tf.compat.v1.train.SessionRunHook):
       run_context.request_stop()
 
 
+class _AbortOnce(tf.compat.v1.train.SessionRunHook):
+  """Raises AbortedError from its `n`-th after_run, once."""
+
+  def __init__(self, n):
+    self.n, self.calls = n, 0
+
+  def after_run(self, run_context, run_values):
+    self.calls += 1
+    if self.calls == self.n:
+      raise tf.errors.AbortedError(None, None, 'injected preemption')
+
+
 def _hooks(setup, workdir, loss, summary_op, scaffold):
   secs = setup['tick'] is not None
   hooks = []
@@ -171,6 +188,8 @@ def _hooks(setup, workdir, loss, summary_op, scaffold):
     hooks.append(_StopAfter(loss, setup['python_hook']))
   if setup['final_ops']:
     hooks.append(v1.train.FinalOpsHook({'loss': loss}))
+  if setup['abort_at']:
+    hooks.append(_AbortOnce(setup['abort_at']))
   return hooks
 
 
@@ -200,6 +219,9 @@ def _schedule_state(hooks):
 
 
 def _scenario(impl, workdir, setup, monkeypatch=None):
+  # StepCounterHook's stuck-step warning is TF's log_first_n, counted per
+  # process: each run starts from a fresh count.
+  tf_logging._log_counter_per_token.clear()  # pylint: disable=protected-access
   clocked = setup['tick'] is not None
   with contextlib.ExitStack() as stack:
     clock = stack.enter_context(controlled_time(impl, monkeypatch)) if clocked else None

@@ -373,6 +373,34 @@ def test_run_steps_python_hook_raises(check):
       [('after_run', True, I(s), s == 4) for s in range(5)]))
 
 
+@pytest.mark.parametrize('raise_on', [1, 2])
+def test_run_steps_preempted_in_after_run_runs_the_step_again(check, raise_on):
+  """A hook's after_run raising AbortedError: as TF's run does, the session is
+  created again and the step runs again, so that step still counts as owed
+  towards max_steps (and the retried step's result is the loop's)."""
+
+  def scenario(impl, workdir):
+    del workdir
+    calls = []
+
+    class AbortOnce(impl.SessionRunHook):
+
+      def after_run(self, run_context, run_values):
+        calls.append(len(calls) + 1)
+        if len(calls) == raise_on:
+          raise tf.errors.AbortedError(None, None, 'preempted')
+
+    with tf.Graph().as_default():
+      step, _, train = step_graph()
+      with impl.MonitoredSession(hooks=[AbortOnce()]) as sess:
+        out = run_steps(impl, sess, [step, train], max_steps=3)
+        return out, sess.should_stop(), global_step_of(sess), len(calls)
+
+  # The variables start again from their initializers in the new session.
+  expected = {1: ([I(2), I(3)], False, I(3), 4), 2: ([I(1), I(2)], False, I(2), 4)}
+  check(scenario, expected=expected[raise_on])
+
+
 def test_run_steps_tf_error(check):
   """A failing op raises TF's error (same class and message) out of
   run_steps; the failed step did not increment the global step."""
