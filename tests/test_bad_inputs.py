@@ -25,7 +25,7 @@ import pytest
 import tensorflow as tf
 
 from compat_utils import (TF_IMPL, Raised, ckpt_files, outcome, raised,
-                          recording_hook_class, run_steps)
+                          recording_hook_class, run_steps, without_stack_trace)
 from hook_test_utils import step_graph
 
 v1 = tf.compat.v1
@@ -34,9 +34,6 @@ v1 = tf.compat.v1
 # Helpers
 # ---------------------------------------------------------------------------
 
-_STACK_TRACE = re.compile(
-    r'Detected at node .*?\n(?=Node: )|\n\nOriginal stack trace for .*\Z',
-    re.DOTALL)
 _TMP_SUFFIX = re.compile(r'\.tmp[0-9a-f]{32}')
 
 
@@ -48,9 +45,7 @@ def clean(result, workdir=None, obj=None):
   else is returned unchanged."""
   if not isinstance(result, Raised):
     return result
-  message = result.message
-  if issubclass(result.type, tf.errors.OpError):
-    message = _STACK_TRACE.sub('', message)
+  message = without_stack_trace(result).message
   if workdir:
     message = message.replace(workdir, 'DIR')
   message = _TMP_SUFFIX.sub('.tmpX', message)

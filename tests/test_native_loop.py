@@ -29,7 +29,7 @@ import tensorflow as tf
 from tensorflow.python.training import training_util
 
 from compat_utils import (TF_IMPL, Raised, child_env, ckpt_files, outcome, raised,
-                          recording_hook_class)
+                          recording_hook_class, without_stack_trace)
 from hook_test_utils import (CREATED, DIVERGED_ERROR, DIVERGED_WARNING,
                              NAN_LOSS, nan_at, step_graph, tf_log)
 
@@ -42,20 +42,14 @@ _UNSET = object()
 # Helpers
 # ---------------------------------------------------------------------------
 
-_STACK_TRACE = re.compile(
-    r'Detected at node .*?\n(?=Node: )|\n\nOriginal stack trace for .*\Z',
-    re.DOTALL)
-
-
 def tf_outcome(fn, *args, **kwargs):
   """Like outcome(), but a TF error's message loses the Python stack traces
   TF appends (they show the call path, which differs between the two runs)
   and FIFOQueue's numbered shared name '_<n>_q' becomes '_N_q'."""
-  result = outcome(fn, *args, **kwargs)
+  result = without_stack_trace(outcome(fn, *args, **kwargs))
   if isinstance(result, Raised) and issubclass(result.type,
                                                tf.errors.OpError):
-    message = _STACK_TRACE.sub('', result.message)
-    result = Raised(result.type, re.sub(r"'_\d+_q'", "'_N_q'", message))
+    result = Raised(result.type, re.sub(r"'_\d+_q'", "'_N_q'", result.message))
   return result
 
 

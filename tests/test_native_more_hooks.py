@@ -1356,3 +1356,25 @@ def test_two_step_counters_in_native_loop_keep_tf_event_order(check):
   _, rates, logged = check(scenario)
   assert rates == [2, 3, 3, 4, 5, 5, 6, 7, 7], rates
   assert logged.count(('INFO', 'global_step/sec')) == len(rates), logged
+
+
+def test_native_hook_read_failing_at_session_creation(check):
+  """StopAtStepHook(num_steps) reads the global step natively when the
+  session is created; a TF error there is the tf.errors class TF raises
+  (here OutOfRangeError: the read tensor waits for an exhausted dataset)."""
+
+  def scenario(impl, workdir):
+    del workdir
+    with tf.Graph().as_default():
+      gs = v1.train.get_or_create_global_step()
+      item = v1.data.make_one_shot_iterator(tf.data.Dataset.range(0)).get_next()
+      with tf.control_dependencies([item]):
+        train = v1.assign_add(gs, 1)
+      with tf.control_dependencies([train]):
+        training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
+      hook = v1.train.StopAtStepHook(num_steps=3)
+      got = compat_utils.without_stack_trace(
+          outcome(impl.MonitoredSession, hooks=[hook]))
+    return got.type, 'End of sequence' in got.message, got.message
+
+  assert check(scenario)[:2] == (tf.errors.OutOfRangeError, True)

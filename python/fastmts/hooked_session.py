@@ -6,6 +6,7 @@ Python hook is wrapped in a _PythonHookRunner that the native dispatch calls
 with the GIL held.
 """
 import _signal
+import contextlib
 import weakref
 
 from tensorflow.core.protobuf import config_pb2
@@ -148,7 +149,8 @@ class HookedSession:
     self.coord = coord
     self.graph = tf_sess.graph
     self.plans = fetches_lib.PlanCache(tf_sess.graph, tf_sess)
-    self._native.attach(tf_sess)
+    with self._tf_errors():  # native hooks may read the step here
+      self._native.attach(tf_sess)
     for stand_in in self._stand_ins:
       if hasattr(stand_in, 'after_attach'):
         stand_in.after_attach()
@@ -188,7 +190,17 @@ class HookedSession:
     return self.plans.fast_layout(fetches)
 
   def end(self):
-    self._native.end()
+    with self._tf_errors():
+      self._native.end()
+
+  @contextlib.contextmanager
+  def _tf_errors(self):
+    """TF errors from the native core (StatusError) become the tf.errors
+    class TF raises, as a TF run's do."""
+    try:
+      yield
+    except errors.StatusError as e:
+      raise errors.from_status(e, self.graph) from None
 
   def step_state(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """What the Python hooks of one step share (see _StepState)."""
@@ -211,13 +223,11 @@ class HookedSession:
     make_state = None
     if self._python_hook_objects:
       make_state = lambda: self.step_state(fetches, feed_dict)
-    try:
+    with self._tf_errors():
       outputs = self._native.run_loop(plan.native, feed_plan, values,
                                       -1 if max_steps is None else max_steps,
                                       getattr(coord, 'native', None), make_state,
                                       _signals_with_python_handlers())
-    except errors.StatusError as e:
-      raise errors.from_status(e, self.graph) from None
     return None if outputs is None else plan.build(outputs)
 
   def _plan_for(self, fetches, feed_dict, options=None):
@@ -242,11 +252,9 @@ class HookedSession:
     if self._python_hook_objects:
       state = self.step_state(fetches, feed_dict, options, run_metadata)
       serialized_options = state.options.SerializeToString()
-    try:
+    with self._tf_errors():
       outputs, metadata = self._native.run(plan.native, feed_plan, values, serialized_options,
                                            run_metadata is not None, state)
-    except errors.StatusError as e:
-      raise errors.from_status(e, self.graph) from None
     if run_metadata is not None and (state is None or not state.metadata_parsed):
       run_metadata.ParseFromString(metadata or b'')  # as TF, whatever run_metadata is
     return plan.build(outputs)
