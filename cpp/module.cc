@@ -756,10 +756,11 @@ PYBIND11_MODULE(_native, m) {
                  holding_gil([log](int64_t iter, const std::vector<SharedTensor>& values) {
                    log(iter, outputs_to_python(values));
                  }),
-                 holding_gil([on_end](int64_t iter) { on_end(iter); }));
+                 holding_gil([on_end]() { on_end(); }));
            }),
            py::arg("tensors"), py::arg("every_secs"), py::arg("every_steps"), py::arg("never"),
            py::arg("log"), py::arg("on_end"))
+      .def_property_readonly("iter_count", &LoggingTensorHook::iter_count)
       .def("adopt_timer", &LoggingTensorHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));
   py::class_<GlobalStepGatedHook, Hook, std::shared_ptr<GlobalStepGatedHook>>(
@@ -771,10 +772,7 @@ PYBIND11_MODULE(_native, m) {
                        py::function after_create_session, py::function end) {
              std::optional<int64_t> last;
              if (!last_step.is_none()) last = last_step.cast<int64_t>();
-             auto lifecycle = [](py::function fn) {
-               return holding_gil(
-                   [fn](std::optional<int64_t> last_step) { fn(optional_step(last_step)); });
-             };
+             auto lifecycle = [](py::function fn) { return holding_gil([fn]() { fn(); }); };
              return std::make_shared<GlobalStepGatedHook>(
                  TF_Output{operation_pointer(c_op), index},
                  SecondOrStepTimer(every_secs, every_steps), steps_per_run, track_stuck_step,
@@ -803,6 +801,8 @@ PYBIND11_MODULE(_native, m) {
            py::arg("every_steps"), py::arg("steps_per_run"), py::arg("track_stuck_step"),
            py::arg("last_step"), py::arg("act"), py::arg("on_trigger"), py::arg("record"),
            py::arg("after_create_session"), py::arg("end"))
+      .def_property_readonly("last_step",
+                             [](const GlobalStepGatedHook& h) { return optional_step(h.last_step()); })
       .def("adopt_timer", &GlobalStepGatedHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));
 

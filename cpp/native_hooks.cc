@@ -82,7 +82,7 @@ void NanTensorHook::after_run(StepContext& ctx, const RunRequest&,
 }
 
 LoggingTensorHook::LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, LogFn log,
-                                     std::function<void(int64_t)> on_end)
+                                     std::function<void()> on_end)
     : tensors_(std::move(tensors)),
       timer_(timer),
       log_(std::move(log)),
@@ -98,7 +98,7 @@ void LoggingTensorHook::after_run(StepContext&, const RunRequest&,
   ++iter_;
 }
 
-void LoggingTensorHook::end(const SessionRunner&) { on_end_(iter_); }
+void LoggingTensorHook::end(const SessionRunner&) { on_end_(); }
 
 GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer,
                                          int64_t steps_per_run, bool track_stuck_step,
@@ -118,7 +118,7 @@ GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTime
 
 void GlobalStepGatedHook::after_create_session(const SessionRunner&) {
   flush_deferred();
-  after_create_session_(last_step_);
+  after_create_session_();
 }
 
 void GlobalStepGatedHook::before_run(StepContext&, RunRequest& request) {
@@ -194,7 +194,7 @@ void GlobalStepGatedHook::flush_deferred() {
 
 void GlobalStepGatedHook::end(const SessionRunner&) {
   flush_deferred();
-  end_(last_step_);
+  end_();
 }
 
 StepScheduledHook::StepScheduledHook(TF_Output global_step, SecondOrStepTimer timer,

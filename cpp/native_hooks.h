@@ -60,7 +60,7 @@ class NanTensorHook : public Hook {
 // triggers, the tensors are fetched and `log` formats and logs them (TF's own
 // _log_tensors, which also moves TF's timer: the caller hands that timer's
 // state back through adopt_timer, even when logging raises).
-// `on_end` hands the iteration count over for end(session).
+// `on_end` is TF's own end (it logs once more with at_end).
 class LoggingTensorHook : public Hook {
  public:
   using LogFn = std::function<void(int64_t iter, const std::vector<SharedTensor>& values)>;
@@ -68,18 +68,20 @@ class LoggingTensorHook : public Hook {
     timer_.set_state(last_step, last_time);
   }
   LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, LogFn log,
-                    std::function<void(int64_t iter)> on_end);
+                    std::function<void()> on_end);
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
                  const std::string& run_metadata) override;
   void end(const SessionRunner& session) override;
+  // TF's _iter_count: the steps run since the session was created.
+  int64_t iter_count() const { return iter_; }
 
  private:
   PlanPtr tensors_;
   SecondOrStepTimer timer_;
   LogFn log_;
-  std::function<void(int64_t)> on_end_;
+  std::function<void()> on_end_;
   int64_t iter_ = 0;
 };
 
@@ -120,7 +122,7 @@ class GlobalStepGatedHook : public Hook {
   using RecordFn = std::function<void(const std::vector<StepRate>& rates,
                                       std::optional<int64_t> timer_last_step,
                                       double timer_last_time)>;
-  using LifecycleFn = std::function<void(std::optional<int64_t> last_step)>;
+  using LifecycleFn = std::function<void()>;
   static constexpr double kMaxRecordDelay = 0.1;  // seconds
 
   // Exactly one of `on_trigger` and `record` is set.
@@ -141,6 +143,8 @@ class GlobalStepGatedHook : public Hook {
   void adopt_timer(std::optional<int64_t> last_step, double last_time) {
     timer_.set_state(last_step, last_time);
   }
+  // StepCounterHook's _last_global_step: the step its last after_run fetched.
+  std::optional<int64_t> last_step() const { return last_step_; }
 
  private:
   void count_step_rate(const StepContext& ctx, int64_t global_step);

@@ -30,6 +30,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.platform import tf_logging
 from tensorflow.python.training import training_util
 
 import compat_utils
@@ -1378,3 +1379,83 @@ def test_native_hook_read_failing_at_session_creation(check):
     return got.type, 'End of sequence' in got.message, got.message
 
   assert check(scenario)[:2] == (tf.errors.OutOfRangeError, True)
+
+
+# ---------------------------------------------------------------------------
+# TF's hook objects after close
+# ---------------------------------------------------------------------------
+
+
+_STEP_RATE = re.compile(r'(global_step/sec: )[0-9.e+-]+')
+
+
+def _timed(message):
+  return _STEP_RATE.sub(r'\1<rate>', message)
+
+
+def _schedules(hooks):
+  """What TF's hook objects hold of their schedules: their timer, the step
+  StepCounterHook saw last, the step SummarySaverHook expects next,
+  LoggingTensorHook's iteration count."""
+  def step(value):
+    return None if value is None else int(value)
+
+  return [(type(hook).__name__, step(hook._timer.last_triggered_step()),  # pylint: disable=protected-access
+           step(getattr(hook, '_last_global_step', None)),
+           step(getattr(hook, '_next_step', None)), getattr(hook, '_iter_count', None))
+          for hook in hooks]
+
+
+@pytest.mark.parametrize('close', ['exception', 'earlier_end_raises'])
+def test_hook_objects_keep_their_schedules_past_a_close_without_end(check, close):
+  """TF's hook objects keep what their after_run left even when their end()
+  never runs: the `with` block raised (no end() at all), or an earlier
+  hook's end() raised (TF skips the later ones). The same objects in a
+  second session then continue from there: same state, events and lines."""
+
+  class EndRaisesOnce(v1.train.SessionRunHook):
+
+    def __init__(self):
+      self.raised = False
+
+    def end(self, session):
+      if close == 'earlier_end_raises' and not self.raised:
+        self.raised = True
+        raise ValueError('end() failed')
+
+  def scenario(impl, workdir):
+    # StepCounterHook's stuck-step warning is TF's log_first_n, counted per
+    # process: each run starts from a fresh count.
+    tf_logging._log_counter_per_token.clear()  # pylint: disable=protected-access
+    with tf.Graph().as_default(), tf_log(rewrite=_timed) as lines:
+      step, loss, train = read_first_graph()
+      summary_op = v1.summary.scalar('loss', loss)
+      native_hooks = [
+          v1.train.StepCounterHook(every_n_steps=3, output_dir=workdir),
+          v1.train.SummarySaverHook(save_steps=4, output_dir=workdir, summary_op=summary_op),
+          v1.train.LoggingTensorHook({'step': step}, every_n_iter=3)]
+      hooks = [EndRaisesOnce()] + native_hooks
+      trace = []
+      for steps in (7, 6):
+
+        def drive(steps=steps):
+          with impl.MonitoredSession(hooks=hooks) as sess:
+            results = [sess.run(train) for _ in range(steps)]
+            if close == 'exception' and not trace:
+              raise ValueError('the with block failed')
+          return results
+
+        trace.append((compat_utils.without_stack_trace(outcome(drive)),
+                      _schedules(native_hooks)))
+    flush_cached_writer(workdir)
+    return trace, events(workdir, rates=False), in_dir(workdir, lines)
+
+  trace, _, _ = check(scenario)
+  assert isinstance(trace[0][0], Raised), trace
+  # After steps 0-6: StepCounterHook fired at the fresh step 7 and last saw
+  # 6, the summary saver wrote at 5 and expects 8 next, the logger counted 7
+  # iterations. (In the second session StepCounterHook's timer, still at 7,
+  # does not fire for steps 0-5: the objects' state is observable.)
+  assert trace[0][1] == [('StepCounterHook', 7, 6, None, None),
+                         ('SummarySaverHook', 5, None, 8, None),
+                         ('LoggingTensorHook', 6, None, None, 7)], trace

@@ -658,7 +658,8 @@ def test_kept_results_are_snapshots_when_native_hooks_share_fetches(check):
           collections=[v1.GraphKeys.GLOBAL_VARIABLES, v1.GraphKeys.GLOBAL_STEP])
       v = v1.get_variable('v', initializer=[0.0, 0.0], use_resource=False)
       loss = tf.reduce_sum(v)
-      train = tf.group(v1.assign_add(v, [1.0, 2.0]), v1.assign_add(gs, 1))
+      with tf.control_dependencies([loss]):  # else the loss races the increment
+        train = tf.group(v1.assign_add(v, [1.0, 2.0]), v1.assign_add(gs, 1))
       keeper = KeepingHook(v)
       hooks = [v1.train.StopAtStepHook(last_step=4), v1.train.NanTensorHook(loss), keeper]
       caller = []

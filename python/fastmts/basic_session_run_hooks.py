@@ -61,6 +61,12 @@ class _timer_handed_back:  # pylint: disable=invalid-name
     return False
 
 
+def _set_tf_timer(timer, as_step, last_step, last_time):
+  """TF's timer where its native mirror is."""
+  timer._last_triggered_step = None if last_step is None else as_step(last_step)  # pylint: disable=protected-access
+  timer._last_triggered_time = last_time  # pylint: disable=protected-access
+
+
 def _output(tensor):
   return tensor.op._c_op, tensor.value_index  # pylint: disable=protected-access
 
@@ -132,13 +138,14 @@ class _NativeLoggingTensor:
       with _timer_handed_back(me.native, timer):
         hook._log_tensors(plan.build(values))  # pylint: disable=protected-access
 
-    def on_end(iter_count):
-      hook._iter_count = iter_count  # pylint: disable=protected-access
-      hook.end(owner.tf_sess)  # TF's own: logs the tensors once more when at_end
-
+    self._hook = hook
     self.native = _native.LoggingTensorHook(
         plan.native, None if never else _optional_float(timer._every_secs),  # pylint: disable=protected-access
-        None if never else _optional_float(timer._every_steps), never, log, on_end)  # pylint: disable=protected-access
+        None if never else _optional_float(timer._every_steps), never, log,  # pylint: disable=protected-access
+        lambda: hook.end(owner.tf_sess))  # TF's own: logs once more when at_end
+
+  def hand_back(self):
+    self._hook._iter_count = self.native.iter_count  # pylint: disable=protected-access
 
   @staticmethod
   def accepts(hook):
@@ -166,6 +173,8 @@ class _NativeGlobalStepGated:
     def restore_last_step(last_step):
       if is_step_counter:
         hook._last_global_step = None if last_step is None else as_step(last_step)  # pylint: disable=protected-access
+
+    self._hand_back = lambda: restore_last_step(me.native.last_step)
 
     def act(stale_step, last_step):
       restore_last_step(last_step)
@@ -204,17 +213,13 @@ class _NativeGlobalStepGated:
             me.native.adopt_timer(timer_last_step, timer_last_time)
             raise
       finally:
-        timer._last_triggered_step = (  # pylint: disable=protected-access
-            None if timer_last_step is None else as_step(timer_last_step))
-        timer._last_triggered_time = timer_last_time  # pylint: disable=protected-access
+        _set_tf_timer(timer, as_step, timer_last_step, timer_last_time)
 
-    def after_create_session(last_step):
-      del last_step
+    def after_create_session():
       with _timer_handed_back(me.native, timer):
         hook.after_create_session(owner.tf_sess, owner.coord)
 
-    def end(last_step):
-      restore_last_step(last_step)
+    def end():
       with _timer_handed_back(me.native, timer):
         hook.end(owner.tf_sess)
 
@@ -226,6 +231,9 @@ class _NativeGlobalStepGated:
         None if last is None else int(last), act,
         None if is_step_counter else save, record if is_step_counter else None,
         after_create_session, end)
+
+  def hand_back(self):
+    self._hand_back()
 
   @staticmethod
   def accepts(hook):
@@ -273,19 +281,17 @@ class _NativeStepScheduled:
     self.native = _native.StepScheduledHook(
         *_output(step), _optional_float(timer._every_secs),  # pylint: disable=protected-access
         _optional_float(timer._every_steps), self._is_summary, not self._is_summary, act,  # pylint: disable=protected-access
-        lambda: me._end())  # pylint: disable=protected-access,unnecessary-lambda
+        lambda: hook.end(owner.tf_sess))
 
-  def _end(self):
-    # TF's hook object ends with the step it expects next and its timer's
-    # state, as in TF (steps without summaries move them natively).
+  def hand_back(self):
+    # Steps without summaries move the step expected next and the timer
+    # natively only.
     next_step = self.native.next_step
     as_step = self._hook._global_step_tensor.dtype.as_numpy_dtype  # pylint: disable=protected-access
     self._hook._next_step = None if next_step is None else as_step(next_step)  # pylint: disable=protected-access
     last_step, last_time = self.native.timer_state
     if last_step is not None:
-      timer = self._hook._timer  # pylint: disable=protected-access
-      timer._last_triggered_step, timer._last_triggered_time = as_step(last_step), last_time  # pylint: disable=protected-access
-    self._hook.end(self._owner.tf_sess)
+      _set_tf_timer(self._hook._timer, as_step, last_step, last_time)  # pylint: disable=protected-access
 
   def after_attach(self):
     # The Scaffold's summary op exists once the session is created.

@@ -155,6 +155,16 @@ class HookedSession:
       if hasattr(stand_in, 'after_attach'):
         stand_in.after_attach()
 
+  def hand_back(self):
+    """Brings what natively run stock hooks keep of their schedules natively
+    (what TF's after_run leaves on the hook object) into TF's objects. Done
+    at close before any end(): TF's objects hold that state even when their
+    end() never runs (the `with` block raised, or an earlier hook's end()
+    did), and an object used again in a new session carries on from it."""
+    for stand_in in self._stand_ins:
+      if hasattr(stand_in, 'hand_back'):
+        stand_in.hand_back()
+
   def detach(self):
     self._native.detach()
     self.tf_sess = None

@@ -422,6 +422,7 @@ class _MonitoredSession:
 
   def _close_internal(self, exception_type=None):
     try:
+      self._coordinated_creator.hooked.hand_back()
       if not exception_type:
         self._coordinated_creator.hooked.end()
     finally:
