@@ -5,10 +5,12 @@ MonitoredTrainingSession's defaults, plus a Python hook and FinalOpsHook),
 one of two graphs (the loss NaN on a drawn step, or never), and a way to
 drive the session: chunks of ``sess.run`` calls and of ``run_steps`` (the
 native loop; for TF, the loop it stands for), continued past the stop and
-past errors (NanTensorHook's, a dataset's end). fastmts must leave the same trace as TF:
-every chunk's result or exception, the stop decision after each chunk, the
-event records, the checkpoint files, the log lines, and the hook objects'
-state at the end.
+past errors (NanTensorHook's, a dataset's end); the ``with`` block may raise
+at the end (no hook's end() then), and the same hook objects may drive a
+second session. fastmts must leave the same trace as TF: every chunk's
+result or exception, the stop decision after each chunk, the event records,
+the checkpoint files, the log lines, and the hook objects' state after
+each session.
 
 Schedules are either step-based, in real time (step rates, being timing,
 are masked), or seconds-based on a fake clock that each step moves by a
@@ -90,6 +92,11 @@ def _setups(every, tick):
       }),
       'chunks': st.lists(st.tuples(st.sampled_from(['run', 'run_steps']),
                                    st.integers(1, 12)), min_size=1, max_size=4),
+      # The `with` block raises after the chunks (close without end()).
+      'with_raises': st.booleans(),
+      # The same hook objects then drive a second session (same graph, same
+      # chunks): what the first left on them carries on.
+      'again': st.booleans(),
   })
 
 
@@ -258,21 +265,23 @@ def _scenario(impl, workdir, setup, monkeypatch=None):
             got = without_stack_trace(
                 outcome(compat_utils.run_steps, impl, sess, train, max_steps=n))
           trace.append((kind, got, sess.should_stop()))
+        if setup['with_raises']:
+          raise ValueError('the with block failed')
 
     try:
-      # Creating and closing the session may raise too (a hook reading the
-      # step in after_create_session or end(), past the dataset's end).
-      trace.append(('ended', without_stack_trace(outcome(drive))))
+      for _ in range(2 if setup['again'] else 1):
+        # Creating and closing the session may raise too (a hook reading
+        # the step in after_create_session or end(), past the dataset's end).
+        trace.append(('ended', without_stack_trace(outcome(drive)), _schedule_state(hooks)))
     finally:
       v1.summary.FileWriterCache.get(workdir).flush()
-    state = _schedule_state(hooks)
   v1.summary.FileWriterCache.clear()  # closes the writers (and their threads)
   # Step rates are timing unless on the fake clock; TF's deprecation
   # warnings come once per process, to whichever run is first.
   logged = [(level, msg if clocked else _STEP_RATE.sub(r'\1<t>', msg))
             for level, msg in in_dir(workdir, lines) if not _DEPRECATION.match(msg)]
   last_checkpoint = v1.train.latest_checkpoint(workdir)
-  return (trace, state, events(workdir, rates=clocked), ckpt_files(workdir),
+  return (trace, events(workdir, rates=clocked), ckpt_files(workdir),
           None if last_checkpoint is None else os.path.basename(last_checkpoint), logged)
 
 
