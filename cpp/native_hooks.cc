@@ -28,14 +28,17 @@ int64_t read_global_step(const SessionRunner& session, const PlanPtr& read_step)
 }
 }  // namespace
 
-StopAtStepHook::StopAtStepHook(TF_Output global_step, int64_t num_steps, int64_t last_step)
+StopAtStepHook::StopAtStepHook(TF_Output global_step, int64_t num_steps, int64_t last_step,
+                               std::function<void(int64_t)> on_last_step)
     : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
       num_steps_(num_steps),
-      last_step_(last_step) {}
+      last_step_(last_step),
+      on_last_step_(std::move(on_last_step)) {}
 
 void StopAtStepHook::after_create_session(const SessionRunner& session) {
   if (last_step_ >= 0) return;  // kept across re-created sessions, as in TF
   last_step_ = read_global_step(session, read_step_) + num_steps_;
+  on_last_step_(last_step_);
 }
 
 void StopAtStepHook::before_run(StepContext&, RunRequest& request) { request.plan = read_step_; }

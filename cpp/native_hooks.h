@@ -18,11 +18,14 @@ namespace fastmts {
 int64_t scalar_as_int64(const TF_Tensor* t);
 
 // TF's StopAtStepHook: stop once the global step reaches last_step; with
-// num_steps, last_step is counted from the global step at the first session.
+// num_steps, last_step is counted from the global step at the first session
+// and handed to `on_last_step` at once (TF's hook object keeps it then, even
+// if a later hook's after_create_session fails).
 class StopAtStepHook : public Hook {
  public:
   // Exactly one of num_steps / last_step is >= 0.
-  StopAtStepHook(TF_Output global_step, int64_t num_steps, int64_t last_step);
+  StopAtStepHook(TF_Output global_step, int64_t num_steps, int64_t last_step,
+                 std::function<void(int64_t)> on_last_step);
 
   void after_create_session(const SessionRunner& session) override;
   void before_run(StepContext& ctx, RunRequest& request) override;
@@ -37,6 +40,7 @@ class StopAtStepHook : public Hook {
   PlanPtr read_step_;
   int64_t num_steps_;
   int64_t last_step_;
+  std::function<void(int64_t)> on_last_step_;
 };
 
 // TF's NanTensorHook on a float scalar loss: on NaN, `on_nan` runs (TF logs,

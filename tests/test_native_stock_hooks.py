@@ -507,6 +507,37 @@ def test_stop_at_step_num_steps_reused_fresh_sessions(check):
   check(scenario, expected=[(STEPS_10[:5], 5), (STEPS_10[:5], 5)])
 
 
+def test_stop_at_step_keeps_last_step_when_a_later_hook_fails_creation(check):
+  """TF's StopAtStepHook sets _last_step in its own after_create_session;
+  a later hook's after_create_session raising does not undo it, and the
+  object used again stops at that step."""
+
+  class FailsOnce(v1.train.SessionRunHook):
+
+    def __init__(self):
+      self.failed = False
+
+    def after_create_session(self, session, coord):
+      if not self.failed:
+        self.failed = True
+        raise ValueError('after_create_session failed')
+
+  def scenario(impl, workdir):
+    del workdir
+    with tf.Graph().as_default():
+      _, _, train = step_graph()
+      hook = v1.train.StopAtStepHook(num_steps=3)
+      hooks = [hook, FailsOnce()]
+      failed = outcome(impl.MonitoredSession, hooks=hooks)
+      last_step = hook._last_step  # pylint: disable=protected-access
+      with impl.MonitoredSession(hooks=hooks) as sess:
+        steps = _train_until_stop(sess, train)
+    return failed, None if last_step is None else int(last_step), steps
+
+  check(scenario, expected=(Raised(ValueError, 'after_create_session failed'), 3,
+                            STEPS_10[:3]))
+
+
 def test_stop_at_step_num_steps_reused_after_restore(check):
   """The second session restores global step 5 from the checkpoint; the
   hook's _last_step stays 5 (not 5 + 5), so it stops after one step."""

@@ -76,23 +76,21 @@ class _NativeStopAtStep:
 
   def __init__(self, hook, owner):
     del owner
-    self._hook = hook
     step = hook._global_step_tensor  # pylint: disable=protected-access
     num_steps = hook._num_steps  # pylint: disable=protected-access
     last_step = hook._last_step  # pylint: disable=protected-access
+    as_step = step.dtype.as_numpy_dtype
+
+    def on_last_step(value):
+      # TF's hook computes _last_step (global step + num_steps, a numpy int)
+      # in its first after_create_session and keeps it; so does the object
+      # here, so reusing it behaves as in TF.
+      hook._last_step = as_step(value)  # pylint: disable=protected-access
+
     self.native = _native.StopAtStepHook(
         step.op._c_op, step.value_index,  # pylint: disable=protected-access
         -1 if num_steps is None else int(num_steps),
-        -1 if last_step is None else int(last_step))
-
-  def after_attach(self):
-    # TF's hook computes _last_step (global step + num_steps, a numpy int) in
-    # its first after_create_session and keeps it; mirror that on the object
-    # so reusing it behaves as in TF.
-    if self._hook._last_step is None:  # pylint: disable=protected-access
-      step_type = self._hook._global_step_tensor.dtype.as_numpy_dtype  # pylint: disable=protected-access
-      self._hook._last_step = step_type(self.native.last_step)  # pylint: disable=protected-access
-
+        -1 if last_step is None else int(last_step), on_last_step)
 
 
 class _NativeNanTensor:
