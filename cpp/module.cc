@@ -730,15 +730,14 @@ PYBIND11_MODULE(_native, m) {
   py::class_<PyHook, Hook, std::shared_ptr<PyHook>>(m, "PythonHook")
       .def(py::init<py::object, py::object>(), py::arg("hook"), py::arg("runner"));
   py::class_<StopAtStepHook, Hook, std::shared_ptr<StopAtStepHook>>(m, "StopAtStepHook")
-      .def(py::init([](py::object c_op, int index, int64_t num_steps, int64_t last_step,
-                       py::function on_last_step) {
+      .def(py::init([](py::object c_op, int index, int64_t num_steps,
+                       std::optional<int64_t> last_step, py::function on_last_step) {
              return std::make_shared<StopAtStepHook>(
                  TF_Output{operation_pointer(c_op), index}, num_steps, last_step,
                  holding_gil([on_last_step](int64_t step) { on_last_step(step); }));
            }),
            py::arg("global_step_op"), py::arg("global_step_index"), py::arg("num_steps"),
-           py::arg("last_step"), py::arg("on_last_step"))
-      .def_property_readonly("last_step", &StopAtStepHook::last_step);
+           py::arg("last_step"), py::arg("on_last_step"));
   // Callbacks are Python callables (TF's own hook code), each called with
   // the GIL taken (see holding_gil).
   py::class_<NanTensorHook, Hook, std::shared_ptr<NanTensorHook>>(m, "NanTensorHook")

@@ -28,7 +28,8 @@ int64_t read_global_step(const SessionRunner& session, const PlanPtr& read_step)
 }
 }  // namespace
 
-StopAtStepHook::StopAtStepHook(TF_Output global_step, int64_t num_steps, int64_t last_step,
+StopAtStepHook::StopAtStepHook(TF_Output global_step, int64_t num_steps,
+                               std::optional<int64_t> last_step,
                                std::function<void(int64_t)> on_last_step)
     : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
       num_steps_(num_steps),
@@ -36,9 +37,9 @@ StopAtStepHook::StopAtStepHook(TF_Output global_step, int64_t num_steps, int64_t
       on_last_step_(std::move(on_last_step)) {}
 
 void StopAtStepHook::after_create_session(const SessionRunner& session) {
-  if (last_step_ >= 0) return;  // kept across re-created sessions, as in TF
+  if (last_step_) return;  // kept across re-created sessions, as in TF
   last_step_ = read_global_step(session, read_step_) + num_steps_;
-  on_last_step_(last_step_);
+  on_last_step_(*last_step_);
 }
 
 void StopAtStepHook::before_run(StepContext&, RunRequest& request) { request.plan = read_step_; }
@@ -47,8 +48,8 @@ void StopAtStepHook::after_run(StepContext& ctx, const RunRequest&,
                                const Fetched* outputs, const std::string&) {
   // The value read may predate this step's increment: as TF does, confirm
   // with a fresh read before stopping.
-  if (scalar_as_int64((*outputs)[0].get()) + 1 < last_step_) return;
-  if (read_global_step(ctx.session(), read_step_) >= last_step_) ctx.request_stop();
+  if (scalar_as_int64((*outputs)[0].get()) + 1 < *last_step_) return;
+  if (read_global_step(ctx.session(), read_step_) >= *last_step_) ctx.request_stop();
 }
 
 bool scalar_is_nan(const TF_Tensor* t) {

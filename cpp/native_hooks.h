@@ -23,8 +23,8 @@ int64_t scalar_as_int64(const TF_Tensor* t);
 // if a later hook's after_create_session fails).
 class StopAtStepHook : public Hook {
  public:
-  // Exactly one of num_steps / last_step is >= 0.
-  StopAtStepHook(TF_Output global_step, int64_t num_steps, int64_t last_step,
+  // Without last_step, num_steps counts from the first session's step.
+  StopAtStepHook(TF_Output global_step, int64_t num_steps, std::optional<int64_t> last_step,
                  std::function<void(int64_t)> on_last_step);
 
   void after_create_session(const SessionRunner& session) override;
@@ -34,12 +34,10 @@ class StopAtStepHook : public Hook {
                  const std::string& run_metadata) override;
   bool keeps_values(const RunRequest&) const override { return false; }
 
-  int64_t last_step() const { return last_step_; }
-
  private:
   PlanPtr read_step_;
   int64_t num_steps_;
-  int64_t last_step_;
+  std::optional<int64_t> last_step_;
   std::function<void(int64_t)> on_last_step_;
 };
 

@@ -89,8 +89,8 @@ class _NativeStopAtStep:
 
     self.native = _native.StopAtStepHook(
         step.op._c_op, step.value_index,  # pylint: disable=protected-access
-        -1 if num_steps is None else int(num_steps),
-        -1 if last_step is None else int(last_step), on_last_step)
+        0 if num_steps is None else int(num_steps),
+        None if last_step is None else int(last_step), on_last_step)
 
 
 class _NativeNanTensor:
