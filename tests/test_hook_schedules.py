@@ -49,6 +49,8 @@ from test_native_more_hooks import controlled_time, events, in_dir
 v1 = tf.compat.v1
 
 _EXAMPLES = int(os.environ.get('HYPOTHESIS_EXAMPLES', '30'))
+# A bound on the whole test (all its examples; each takes well under 1 s).
+_TIMEOUT = 600 + 2 * _EXAMPLES
 _STEP_RATE = re.compile(r'(global_step/sec: )[0-9.e+-]+')
 _DEPRECATION = re.compile(r'From .*: .* is deprecated and will be removed')
 
@@ -298,14 +300,14 @@ def _compare(fastmts, setup, monkeypatch=None):
   assert_same(got, want, 'fastmts vs TF for %r' % (setup,))
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(_TIMEOUT)
 @_SETTINGS
 @hypothesis.given(setup=_STEP_SETUPS)
 def test_random_step_schedules_match_tf(fastmts, setup):
   _compare(fastmts, setup)
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(_TIMEOUT)
 @_SETTINGS
 @hypothesis.given(setup=_SECS_SETUPS)
 def test_random_secs_schedules_match_tf(fastmts, monkeypatch, setup):
