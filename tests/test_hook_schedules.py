@@ -44,14 +44,13 @@ import compat_utils
 from compat_utils import (TF_IMPL, assert_same, ckpt_files, outcome,
                           without_stack_trace)
 from hook_test_utils import tf_log
-from test_native_more_hooks import controlled_time, events, in_dir
+from test_native_more_hooks import STEP_RATE, controlled_time, events, in_dir
 
 v1 = tf.compat.v1
 
 _EXAMPLES = int(os.environ.get('HYPOTHESIS_EXAMPLES', '30'))
 # A bound on the whole test (all its examples; each takes well under 1 s).
 _TIMEOUT = 600 + 2 * _EXAMPLES
-_STEP_RATE = re.compile(r'(global_step/sec: )[0-9.e+-]+')
 _DEPRECATION = re.compile(r'From .*: .* is deprecated and will be removed')
 
 _every = st.integers(1, 9)
@@ -280,7 +279,7 @@ def _scenario(impl, workdir, setup, monkeypatch=None):
   v1.summary.FileWriterCache.clear()  # closes the writers (and their threads)
   # Step rates are timing unless on the fake clock; TF's deprecation
   # warnings come once per process, to whichever run is first.
-  logged = [(level, msg if clocked else _STEP_RATE.sub(r'\1<t>', msg))
+  logged = [(level, msg if clocked else STEP_RATE.sub(r'\1<t>', msg))
             for level, msg in in_dir(workdir, lines) if not _DEPRECATION.match(msg)]
   last_checkpoint = v1.train.latest_checkpoint(workdir)
   return (trace, events(workdir, rates=clocked), ckpt_files(workdir),

@@ -87,6 +87,8 @@ def controlled_time(impl, monkeypatch):
 
 
 _ADDRESS = re.compile(r' at 0x[0-9a-fA-F]+')
+# StepCounterHook's log line; the rate is timing unless on a fake clock.
+STEP_RATE = re.compile(r'(global_step/sec: )[0-9.e+-]+')
 
 
 def in_dir(workdir, lines):
@@ -1386,11 +1388,8 @@ def test_native_hook_read_failing_at_session_creation(check):
 # ---------------------------------------------------------------------------
 
 
-_STEP_RATE = re.compile(r'(global_step/sec: )[0-9.e+-]+')
-
-
 def _timed(message):
-  return _STEP_RATE.sub(r'\1<rate>', message)
+  return STEP_RATE.sub(r'\1<rate>', message)
 
 
 def _schedules(hooks):
