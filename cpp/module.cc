@@ -778,9 +778,7 @@ PYBIND11_MODULE(_native, m) {
                  TF_Output{operation_pointer(c_op), index},
                  SecondOrStepTimer(every_secs, every_steps), steps_per_run, track_stuck_step,
                  last,
-                 holding_gil([act](int64_t stale, std::optional<int64_t> last_step) {
-                   return act(stale, optional_step(last_step)).cast<bool>();
-                 }),
+                 holding_gil([act](int64_t stale) { return act(stale).cast<bool>(); }),
                  on_trigger.is_none() ? GlobalStepGatedHook::TriggerFn()
                                       : holding_gil([on_trigger](int64_t fresh) {
                                           return on_trigger(fresh).cast<bool>();

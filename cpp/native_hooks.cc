@@ -146,7 +146,7 @@ void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
   if (stuck) {
     ++stuck_reports_;
     flush_deferred();  // TF's after_run reads TF's timer
-    if (act_(stale, last_step_)) ctx.request_stop();
+    if (act_(stale)) ctx.request_stop();
   } else if (timer_.should_trigger_for_step(stale + steps_per_run_)) {
     // The fetched step may predate this step's increment: TF reads it
     // again and acts only if the timer fires for that value too.

@@ -119,7 +119,7 @@ class GlobalStepGatedHook : public Hook {
     double triggered_at;  // the timer's time for this firing
   };
   // `act` (TF's after_run) and `on_trigger` return whether stop was requested.
-  using ActFn = std::function<bool(int64_t stale_step, std::optional<int64_t> last_step)>;
+  using ActFn = std::function<bool(int64_t stale_step)>;
   using TriggerFn = std::function<bool(int64_t fresh_step)>;
   using RecordFn = std::function<void(const std::vector<StepRate>& rates,
                                       std::optional<int64_t> timer_last_step,

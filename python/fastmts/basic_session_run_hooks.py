@@ -166,16 +166,11 @@ class _NativeGlobalStepGated:
     as_step = step.dtype.as_numpy_dtype
     is_step_counter = type(hook) is _tf_hooks.StepCounterHook
 
+    self._hook, self._as_step, self._is_step_counter = hook, as_step, is_step_counter
     me = weakref.proxy(self)  # the native hook's callbacks must not keep it alive
 
-    def restore_last_step(last_step):
-      if is_step_counter:
-        hook._last_global_step = None if last_step is None else as_step(last_step)  # pylint: disable=protected-access
-
-    self._hand_back = lambda: restore_last_step(me.native.last_step)
-
-    def act(stale_step, last_step):
-      restore_last_step(last_step)
+    def act(stale_step):
+      me.hand_back()  # TF's after_run compares with _last_global_step
       # CheckpointSaverHook hands the session on to the user's listeners:
       # they get TF's raw session, as in TF.
       session = owner.stock_hook_session if is_step_counter else owner.tf_sess
@@ -231,7 +226,10 @@ class _NativeGlobalStepGated:
         after_create_session, end)
 
   def hand_back(self):
-    self._hand_back()
+    # StepCounterHook's _last_global_step moves every step, natively only.
+    if self._is_step_counter:
+      last_step = self.native.last_step
+      self._hook._last_global_step = None if last_step is None else self._as_step(last_step)  # pylint: disable=protected-access
 
   @staticmethod
   def accepts(hook):
