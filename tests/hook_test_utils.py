@@ -9,7 +9,8 @@ test_native_more_hooks.py and test_coordinator_queues.py:
   ``STEPS_10`` (the results of ten train runs from step 0);
 * :func:`tf_log`, recording what is logged to TF's logger ('tensorflow');
 * :func:`step_graph` and :func:`nan_at`, graphs whose values depend only on
-  the global step.
+  the global step;
+* :func:`schedule_state`, what a stock hook object holds of its schedule.
 """
 
 import contextlib
@@ -110,3 +111,17 @@ def nan_at(k):
     return tf.where(tf.equal(step, k), tf.constant(np.nan, tf.float32), value)
 
   return loss_fn
+
+
+def schedule_state(hook):
+  """What a hook object holds of its schedule, as (class name, its timer's
+  last triggered step, _last_global_step, _next_step, _last_step,
+  _iter_count); None where the hook has no such attribute."""
+  def step(value):
+    return None if value is None else int(value)
+
+  timer = getattr(hook, '_timer', None)
+  return (type(hook).__name__, None if timer is None else step(timer.last_triggered_step()),
+          step(getattr(hook, '_last_global_step', None)),
+          step(getattr(hook, '_next_step', None)), step(getattr(hook, '_last_step', None)),
+          getattr(hook, '_iter_count', None))

@@ -43,7 +43,7 @@ from tensorflow.python.training import training_util
 import compat_utils
 from compat_utils import (TF_IMPL, assert_same, ckpt_files, outcome,
                           without_stack_trace)
-from hook_test_utils import tf_log
+from hook_test_utils import schedule_state, tf_log
 from test_native_more_hooks import STEP_RATE, controlled_time, events, in_dir
 
 v1 = tf.compat.v1
@@ -222,18 +222,9 @@ def _training_session_options(setup):
 def _schedule_state(hooks):
   """What the hook objects hold at the end: TF's of their schedules, the
   Python hook what it fetched, FinalOpsHook its final values."""
-  def step(value):
-    return None if value is None else int(value)
-
-  state = []
-  for hook in hooks:
-    timer = getattr(hook, '_timer', None)
-    last = None if timer is None else step(timer.last_triggered_step())
-    state.append((type(hook).__name__, last, step(getattr(hook, '_last_global_step', None)),
-                  step(getattr(hook, '_next_step', None)),
-                  step(getattr(hook, '_last_step', None)),
-                  getattr(hook, 'seen', None), getattr(hook, 'final_ops_values', None)))
-  return state
+  return [schedule_state(hook) + (getattr(hook, 'seen', None),
+                                  getattr(hook, 'final_ops_values', None))
+          for hook in hooks]
 
 
 def _scenario(impl, workdir, setup, monkeypatch=None):

@@ -35,7 +35,7 @@ from tensorflow.python.training import training_util
 
 import compat_utils
 from compat_utils import Raised, SessionInterface, ckpt_files, outcome, raised
-from hook_test_utils import CREATED, STEPS_10, tf_log
+from hook_test_utils import CREATED, STEPS_10, schedule_state, tf_log
 
 v1 = tf.compat.v1
 SessionLog = tf.compat.v1.SessionLog
@@ -1392,19 +1392,6 @@ def _timed(message):
   return STEP_RATE.sub(r'\1<rate>', message)
 
 
-def _schedules(hooks):
-  """What TF's hook objects hold of their schedules: their timer, the step
-  StepCounterHook saw last, the step SummarySaverHook expects next,
-  LoggingTensorHook's iteration count."""
-  def step(value):
-    return None if value is None else int(value)
-
-  return [(type(hook).__name__, step(hook._timer.last_triggered_step()),  # pylint: disable=protected-access
-           step(getattr(hook, '_last_global_step', None)),
-           step(getattr(hook, '_next_step', None)), getattr(hook, '_iter_count', None))
-          for hook in hooks]
-
-
 @pytest.mark.parametrize('close', ['exception', 'earlier_end_raises'])
 def test_hook_objects_keep_their_schedules_past_a_close_without_end(check, close):
   """TF's hook objects keep what their after_run left even when their end()
@@ -1445,7 +1432,7 @@ def test_hook_objects_keep_their_schedules_past_a_close_without_end(check, close
           return results
 
         trace.append((compat_utils.without_stack_trace(outcome(drive)),
-                      _schedules(native_hooks)))
+                      [schedule_state(hook) for hook in native_hooks]))
     flush_cached_writer(workdir)
     return trace, events(workdir, rates=False), in_dir(workdir, lines)
 
@@ -1455,6 +1442,6 @@ def test_hook_objects_keep_their_schedules_past_a_close_without_end(check, close
   # 6, the summary saver wrote at 5 and expects 8 next, the logger counted 7
   # iterations. (In the second session StepCounterHook's timer, still at 7,
   # does not fire for steps 0-5: the objects' state is observable.)
-  assert trace[0][1] == [('StepCounterHook', 7, 6, None, None),
-                         ('SummarySaverHook', 5, None, 8, None),
-                         ('LoggingTensorHook', 6, None, None, 7)], trace
+  assert trace[0][1] == [('StepCounterHook', 7, 6, None, None, None),
+                         ('SummarySaverHook', 5, None, 8, None, None),
+                         ('LoggingTensorHook', 6, None, None, None, 7)], trace
