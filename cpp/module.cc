@@ -19,48 +19,13 @@
 #include "signal_watch.h"
 #include "tensor_convert.h"
 #include "tf_status.h"
-#include "tf_typeids.h"
+#include "tf_python_handles.h"
 #include "timers.h"
 
 namespace py = pybind11;
 using namespace fastmts;
 
 namespace {
-
-// ---- Raw TF pointers behind TF's Python objects (pybind11 conduit) --------
-
-// Platform ABI ids TF's own bindings may have been built with; ours first.
-const char* const kAbiIds[] = {
-#ifdef PYBIND11_PLATFORM_ABI_ID
-    PYBIND11_PLATFORM_ABI_ID,
-#endif
-    "_clang_libstdcpp_cxxabi1002", "_gcc_libstdcpp_cxxabi1018", "_gcc_libstdcpp_cxxabi1019",
-    "_clang_libstdcpp_cxxabi1018", "_gcc_libstdcpp_cxxabi1016"};
-
-void* raw_pointer(py::handle obj, const std::type_info& type) {
-  py::object conduit = py::getattr(obj, "_pybind11_conduit_v1_", py::none());
-  if (conduit.is_none())
-    throw py::type_error("object has no pybind11 conduit: " + py::repr(obj).cast<std::string>());
-  py::capsule type_capsule(static_cast<void*>(const_cast<std::type_info*>(&type)),
-                           typeid(std::type_info).name());
-  for (const char* abi : kAbiIds) {
-    py::object cap = conduit(py::bytes(abi), type_capsule, py::bytes("raw_pointer_ephemeral"));
-    if (cap.is_none()) continue;
-    void* p = PyCapsule_GetPointer(cap.ptr(), type.name());
-    if (!p) throw py::error_already_set();
-    return p;
-  }
-  throw py::type_error("could not obtain the TensorFlow object behind " +
-                       py::repr(obj).cast<std::string>() + " (incompatible pybind11 ABI)");
-}
-
-TF_Session* session_pointer(py::handle tf_session) {
-  return static_cast<TF_Session*>(raw_pointer(tf_session.attr("_session"), tf_session_typeid()));
-}
-
-TF_Operation* operation_pointer(py::handle c_op) {
-  return static_cast<TF_Operation*>(raw_pointer(c_op, tf_operation_typeid()));
-}
 
 // ---- numpy <-> TF_Tensor ---------------------------------------------------
 
@@ -73,7 +38,7 @@ std::unordered_map<int, py::object>& numpy_dtypes() {
 
 py::object strings_to_python(const TF_Tensor* t) {
   std::vector<std::string_view> items = string_elements(t);
-  if (TF_NumDims(t) == 0) return py::bytes(items.at(0).data(), items.at(0).size());
+  if (tf::NumDims(t) == 0) return py::bytes(items.at(0).data(), items.at(0).size());
   py::list flat(items.size());
   for (size_t i = 0; i < items.size(); ++i)
     flat[i] = py::bytes(items[i].data(), items[i].size());
@@ -84,7 +49,7 @@ py::object strings_to_python(const TF_Tensor* t) {
 // Zero-copy: the array keeps the (exclusively owned) TF tensor alive. 0-d
 // results become numpy scalars, as TF's Session.run returns them.
 py::object to_python(const SharedTensor& t) {
-  TF_DataType dt = TF_TensorType(t.get());
+  TF_DataType dt = tf::TensorType(t.get());
   if (dt == TF_STRING) return strings_to_python(t.get());
   auto it = numpy_dtypes().find(static_cast<int>(dt));
   if (it == numpy_dtypes().end())
@@ -93,7 +58,7 @@ py::object to_python(const SharedTensor& t) {
   auto* keep = new SharedTensor(t);
   py::capsule base(keep, [](void* p) { delete static_cast<SharedTensor*>(p); });
   py::array arr(py::dtype::from_args(it->second), std::vector<py::ssize_t>(dims.begin(), dims.end()),
-                TF_TensorData(t.get()), base);
+                tf::TensorData(t.get()), base);
   if (dims.empty()) return arr[py::tuple()];
   return std::move(arr);
 }
@@ -137,7 +102,7 @@ std::vector<TensorPtr> feeds_from_python(const FeedPlan& plan, py::handle values
     }
     py::array arr = py::array::ensure(seq[i], py::array::c_style);
     if (!arr) throw py::error_already_set();
-    const size_t item = TF_DataTypeSize(plan.dtypes[i]);
+    const size_t item = tf::DataTypeSize(plan.dtypes[i]);
     if (item && static_cast<size_t>(arr.itemsize()) != item)
       throw py::type_error("feed value has the wrong item size for its tensor");
     std::vector<int64_t> dims(arr.shape(), arr.shape() + arr.ndim());
@@ -696,6 +661,10 @@ double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, i
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "fastmts native core";
+  bind_imported_tensorflow();
+  m.def("operation_name", [](py::handle c_op) {
+    return std::string(tf::OperationName(operation_pointer(c_op)));
+  }, "The name TF's C API gives the operation behind an Operation's _c_op.");
 
   // Leaked on purpose: it must outlive the interpreter's module teardown.
   static auto* status_error = new py::exception<TFError>(m, "StatusError");

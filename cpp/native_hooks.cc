@@ -8,8 +8,8 @@
 namespace fastmts {
 
 int64_t scalar_as_int64(const TF_Tensor* t) {
-  const void* data = TF_TensorData(t);
-  switch (TF_TensorType(t)) {
+  const void* data = tf::TensorData(t);
+  switch (tf::TensorType(t)) {
     case TF_INT64: return *static_cast<const int64_t*>(data);
     case TF_INT32: return *static_cast<const int32_t*>(data);
     case TF_UINT64: return static_cast<int64_t>(*static_cast<const uint64_t*>(data));
@@ -53,8 +53,8 @@ void StopAtStepHook::after_run(StepContext& ctx, const RunRequest&,
 }
 
 bool scalar_is_nan(const TF_Tensor* t) {
-  const void* data = TF_TensorData(t);
-  switch (TF_TensorType(t)) {
+  const void* data = tf::TensorData(t);
+  switch (tf::TensorType(t)) {
     case TF_FLOAT: return std::isnan(*static_cast<const float*>(data));
     case TF_DOUBLE: return std::isnan(*static_cast<const double*>(data));
     case TF_HALF: {

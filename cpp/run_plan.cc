@@ -8,7 +8,7 @@ const std::string kRunInCallerThread("\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\x
 
 namespace {
 struct BufferDeleter {
-  void operator()(TF_Buffer* b) const { TF_DeleteBuffer(b); }
+  void operator()(TF_Buffer* b) const { tf::DeleteBuffer(b); }
 };
 }  // namespace
 
@@ -23,18 +23,18 @@ void SessionRunner::run(const std::vector<TF_Output>& inputs,
   if (fetches.empty() && targets.empty()) return;
   // A borrowed view of the options: TF only reads it during the call.
   TF_Buffer options{run_options.data(), run_options.size(), nullptr};
-  std::unique_ptr<TF_Buffer, BufferDeleter> metadata(want_metadata ? TF_NewBuffer() : nullptr);
+  std::unique_ptr<TF_Buffer, BufferDeleter> metadata(want_metadata ? tf::NewBuffer() : nullptr);
   std::vector<TF_Tensor*> raw_outputs(fetches.size(), nullptr);
   Status status;
   void* token = guard_ ? guard_->release() : nullptr;
-  TF_SessionRun(session_, run_options.empty() ? nullptr : &options, inputs.data(),
+  tf::SessionRun(session_, run_options.empty() ? nullptr : &options, inputs.data(),
                 input_values.data(), static_cast<int>(inputs.size()), fetches.data(),
                 raw_outputs.data(), static_cast<int>(fetches.size()), targets.data(),
                 static_cast<int>(targets.size()), metadata.get(), status.get());
   if (guard_) guard_->reacquire(token);
-  if (TF_GetCode(status.get()) != TF_OK) {
+  if (tf::GetCode(status.get()) != TF_OK) {
     for (TF_Tensor* t : raw_outputs)
-      if (t) TF_DeleteTensor(t);
+      if (t) tf::DeleteTensor(t);
     status.raise_if_error();
   }
   result->outputs.reserve(raw_outputs.size());

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "tensor_convert.h"
-#include "tensorflow/c/c_api.h"
+#include "tf_c_api.h"
 
 namespace fastmts {
 

@@ -3,7 +3,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "tensorflow/c/tf_tstring.h"
 
 namespace fastmts {
 
@@ -17,9 +16,9 @@ int64_t product(const std::vector<int64_t>& dims) {
 
 TensorPtr tensor_from_buffer(TF_DataType dtype, const std::vector<int64_t>& dims,
                              const void* data, size_t nbytes) {
-  TensorPtr t(TF_AllocateTensor(dtype, dims.data(), static_cast<int>(dims.size()), nbytes));
+  TensorPtr t(tf::AllocateTensor(dtype, dims.data(), static_cast<int>(dims.size()), nbytes));
   if (!t) throw std::runtime_error("TF_AllocateTensor failed");
-  if (nbytes) std::memcpy(TF_TensorData(t.get()), data, nbytes);
+  if (nbytes) std::memcpy(tf::TensorData(t.get()), data, nbytes);
   return t;
 }
 
@@ -28,48 +27,48 @@ TensorPtr tensor_from_strings(const std::vector<int64_t>& dims,
   const int64_t n = product(dims);
   if (n != static_cast<int64_t>(items.size()))
     throw std::invalid_argument("string feed: element count does not match its shape");
-  TensorPtr t(TF_AllocateTensor(TF_STRING, dims.data(), static_cast<int>(dims.size()),
+  TensorPtr t(tf::AllocateTensor(TF_STRING, dims.data(), static_cast<int>(dims.size()),
                                 sizeof(TF_TString) * static_cast<size_t>(n)));
   if (!t) throw std::runtime_error("TF_AllocateTensor failed");
-  auto* out = static_cast<TF_TString*>(TF_TensorData(t.get()));
+  auto* out = static_cast<TF_TString*>(tf::TensorData(t.get()));
   for (int64_t i = 0; i < n; ++i) {
-    TF_StringInit(&out[i]);
-    TF_StringCopy(&out[i], items[i].data(), items[i].size());
+    tf::StringInit(&out[i]);
+    tf::StringCopy(&out[i], items[i].data(), items[i].size());
   }
   return t;
 }
 
 SharedTensor take_exclusive(TF_Tensor* fetched) {
   TensorPtr owned(fetched);
-  if (TF_TensorType(fetched) == TF_STRING) {
+  if (tf::TensorType(fetched) == TF_STRING) {
     // String elements are always copied out into Python bytes.
     return SharedTensor(owned.release(), TensorDeleter());
   }
-  if (TF_Tensor* moved = TF_TensorMaybeMove(fetched)) {
+  if (TF_Tensor* moved = tf::TensorMaybeMove(fetched)) {
     owned.release();  // TF_TensorMaybeMove took ownership of `fetched`
     return SharedTensor(moved, TensorDeleter());
   }
   std::vector<int64_t> dims = tensor_dims(fetched);
-  TensorPtr copy = tensor_from_buffer(TF_TensorType(fetched), dims, TF_TensorData(fetched),
-                                      TF_TensorByteSize(fetched));
+  TensorPtr copy = tensor_from_buffer(tf::TensorType(fetched), dims, tf::TensorData(fetched),
+                                      tf::TensorByteSize(fetched));
   return SharedTensor(copy.release(), TensorDeleter());
 }
 
 std::vector<int64_t> tensor_dims(const TF_Tensor* t) {
-  std::vector<int64_t> dims(static_cast<size_t>(TF_NumDims(t)));
-  for (size_t i = 0; i < dims.size(); ++i) dims[i] = TF_Dim(t, static_cast<int>(i));
+  std::vector<int64_t> dims(static_cast<size_t>(tf::NumDims(t)));
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = tf::Dim(t, static_cast<int>(i));
   return dims;
 }
 
-int64_t element_count(const TF_Tensor* t) { return TF_TensorElementCount(t); }
+int64_t element_count(const TF_Tensor* t) { return tf::TensorElementCount(t); }
 
 std::vector<std::string_view> string_elements(const TF_Tensor* t) {
-  const int64_t n = TF_TensorElementCount(t);
-  const auto* items = static_cast<const TF_TString*>(TF_TensorData(t));
+  const int64_t n = tf::TensorElementCount(t);
+  const auto* items = static_cast<const TF_TString*>(tf::TensorData(t));
   std::vector<std::string_view> out;
   out.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    out.emplace_back(TF_StringGetDataPointer(&items[i]), TF_StringGetSize(&items[i]));
+    out.emplace_back(tf::StringGetDataPointer(&items[i]), tf::StringGetSize(&items[i]));
   return out;
 }
 

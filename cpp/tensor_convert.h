@@ -7,12 +7,12 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorflow/c/c_api.h"
+#include "tf_c_api.h"
 
 namespace fastmts {
 
 struct TensorDeleter {
-  void operator()(TF_Tensor* t) const { TF_DeleteTensor(t); }
+  void operator()(TF_Tensor* t) const { tf::DeleteTensor(t); }
 };
 using TensorPtr = std::unique_ptr<TF_Tensor, TensorDeleter>;
 // Fetched tensors may go to the caller and to several hooks at once (TF

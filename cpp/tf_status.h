@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "tensorflow/c/c_api.h"
+#include "tf_c_api.h"
 
 namespace fastmts {
 
@@ -23,8 +23,8 @@ class TFError : public std::runtime_error {
 // Owns a TF_Status for the duration of one call.
 class Status {
  public:
-  Status() : status_(TF_NewStatus()) {}
-  ~Status() { TF_DeleteStatus(status_); }
+  Status() : status_(tf::NewStatus()) {}
+  ~Status() { tf::DeleteStatus(status_); }
   Status(const Status&) = delete;
   Status& operator=(const Status&) = delete;
 

@@ -5,8 +5,7 @@
       while not sess.should_stop():
         sess.run(train_op)
 """
-import tensorflow as _tf  # loads TF's shared libraries before the extension
-
+from fastmts._tensorflow import tf as _tf  # first: checks the TF release, binds to it
 from fastmts import _native
 
 

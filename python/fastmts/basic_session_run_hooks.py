@@ -11,11 +11,11 @@ import weakref
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
-from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
 from fastmts import _native
+from fastmts import _tensorflow
 from fastmts import fetches as fetches_lib
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
@@ -114,7 +114,7 @@ class _NativeNanTensor:
   def accepts(hook):
     # TF's np.isnan works on any float loss; the native check on float scalars.
     loss = getattr(hook, '_loss_tensor', None)
-    return (isinstance(loss, tensor_lib.Tensor) and loss.shape.rank == 0 and
+    return (isinstance(loss, _tensorflow.Tensor) and loss.shape.rank == 0 and
             loss.dtype.base_dtype in (dtypes.float16, dtypes.bfloat16, dtypes.float32,
                                       dtypes.float64))
 

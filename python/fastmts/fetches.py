@@ -11,18 +11,17 @@ from tensorflow.python.client import session as _tf_session
 from tensorflow.python.framework import indexed_slices
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import sparse_tensor
-from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.ops import variables
 from tensorflow.python.util import nest
-from tensorflow.python.util import numpy_compat
 
 from fastmts import _native
+from fastmts import _tensorflow
 
 # Plans are few per session (one per distinct fetch structure); the bound only
 # protects against a caller that builds a new structure of new leaves per step.
 _MAX_CACHED_PLANS = 512
 
-_LEAF_BASES = (tensor_lib.Tensor, ops.Operation, variables.Variable)
+_LEAF_BASES = (_tensorflow.Tensor, ops.Operation, variables.Variable)
 LEAF_TYPES = _LEAF_BASES  # what the native fast path takes as a fetched leaf
 _is_leaf_type = {}
 
@@ -102,7 +101,7 @@ class _FeedConverter:
     self.feedable = graph.is_feedable(tensor)
 
   def __call__(self, value, original_key, original_value):
-    if isinstance(value, tensor_lib.Tensor):
+    if isinstance(value, _tensorflow.Tensor):
       raise TypeError(
           'The value of a feed cannot be a tf.Tensor object. Acceptable '
           'feed values include Python scalars, strings, lists, numpy '
@@ -123,7 +122,7 @@ class _FeedConverter:
       if type(value) is np.ndarray and value.dtype == np_dtype:
         np_val = value  # what np_asarray returns too, without its checks
       else:
-        np_val = numpy_compat.np_asarray(value, np_dtype)
+        np_val = _tensorflow.np_asarray(value, np_dtype)
       dims = self.dims
       if dims is not None:
         shape = np_val.shape

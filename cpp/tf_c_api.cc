@@ -1,0 +1,50 @@
+#include "tf_c_api.h"
+
+#include <dlfcn.h>
+
+#include <vector>
+
+namespace fastmts {
+namespace tf {
+
+#define FASTMTS_DEFINE_TF_FUNCTION(ret, name, params) ret(*name) params = nullptr;
+FASTMTS_TF_C_API_FUNCTIONS(FASTMTS_DEFINE_TF_FUNCTION)
+#undef FASTMTS_DEFINE_TF_FUNCTION
+
+}  // namespace tf
+
+namespace {
+bool bound = false;
+}
+
+std::string bind_tf_c_api(const std::string& library) {
+  // RTLD_NOLOAD: only a library TensorFlow itself loaded, never a second copy
+  // of its runtime. The handle is kept for the life of the process (TF's
+  // libraries are never unloaded either).
+  void* handle = dlopen(library.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (!handle) {
+    const char* why = dlerror();
+    return library + " is not loaded" + (why ? std::string(": ") + why : std::string());
+  }
+  // dlsym on the handle searches the library and then its dependencies, so
+  // this finds the C API wherever the release keeps it (libtensorflow_cc.so.2
+  // or _pywrap_tensorflow_internal.so): the very definitions TF's own
+  // session binding uses.
+  std::vector<std::pair<void**, void*>> found;
+  std::string missing;
+#define FASTMTS_LOOK_UP_TF_FUNCTION(ret, name, params)                           \
+  if (void* symbol = dlsym(handle, "TF_" #name))                                   \
+    found.emplace_back(reinterpret_cast<void**>(&tf::name), symbol);              \
+  else                                                                           \
+    missing += (missing.empty() ? "" : ", ") + std::string("TF_" #name);
+  FASTMTS_TF_C_API_FUNCTIONS(FASTMTS_LOOK_UP_TF_FUNCTION)
+#undef FASTMTS_LOOK_UP_TF_FUNCTION
+  if (!missing.empty()) return library + " does not provide " + missing;
+  for (auto& [slot, symbol] : found) *slot = symbol;
+  bound = true;
+  return {};
+}
+
+bool tf_c_api_bound() { return bound; }
+
+}  // namespace fastmts

@@ -1,0 +1,104 @@
+#include "tf_python_handles.h"
+
+#include <string>
+
+#include "tf_typeids.h"
+
+namespace py = pybind11;
+
+namespace fastmts {
+
+namespace {
+
+// ---- TF 2.21 and later: pybind11's cross-module conduit ---------------------
+
+// Platform ABI ids TF's own bindings may have been built with; ours first.
+const char* const kAbiIds[] = {
+#ifdef PYBIND11_PLATFORM_ABI_ID
+    PYBIND11_PLATFORM_ABI_ID,
+#endif
+    "_clang_libstdcpp_cxxabi1002", "_gcc_libstdcpp_cxxabi1018", "_gcc_libstdcpp_cxxabi1019",
+    "_clang_libstdcpp_cxxabi1018", "_gcc_libstdcpp_cxxabi1016"};
+
+void* pointer_from_conduit(py::handle obj, py::handle conduit, const std::type_info& type) {
+  py::capsule type_capsule(static_cast<void*>(const_cast<std::type_info*>(&type)),
+                           typeid(std::type_info).name());
+  for (const char* abi : kAbiIds) {
+    py::object cap =
+        py::reinterpret_borrow<py::object>(conduit)(py::bytes(abi), type_capsule,
+                                                    py::bytes("raw_pointer_ephemeral"));
+    if (cap.is_none()) continue;
+    void* p = PyCapsule_GetPointer(cap.ptr(), type.name());
+    if (!p) throw py::error_already_set();
+    return p;
+  }
+  throw py::type_error("could not obtain the TensorFlow object behind " +
+                       py::repr(obj).cast<std::string>() + " (incompatible pybind11 ABI)");
+}
+
+// ---- TF 2.12 to 2.20: pybind11's instance layout ----------------------------
+
+// Their _pywrap_tf_session predates the conduit (pybind11 2.11.2). Its
+// TF_Session and TF_Operation wrappers hold the C pointer the way every
+// pybind11 release since 2.2 lays out a simple instance: right after the
+// object header, with a flags byte after the holder and weakref slots. Read
+// it only from objects whose type has exactly that size and whose flags say
+// "simple layout"; fastmts/_tensorflow.py checks once per process, on a probe
+// operation, that the pointer read this way names the right operation.
+struct Pybind11SimpleInstance {
+  PyObject_HEAD
+  void* value_and_holder[3];  // the value pointer, then a holder of <= 2 words
+  PyObject* weakrefs;
+  unsigned char flags;        // bit 1: simple_layout
+};
+constexpr unsigned char kSimpleLayout = 1u << 1;
+
+bool has_pybind11_base(PyTypeObject* type) {
+  for (PyTypeObject* t = type; t; t = t->tp_base)
+    if (std::string(t->tp_name) == "pybind11_object") return true;
+  return false;
+}
+
+void* pointer_from_layout(py::handle obj) {
+  PyTypeObject* type = Py_TYPE(obj.ptr());
+  const auto* inst = reinterpret_cast<const Pybind11SimpleInstance*>(obj.ptr());
+  if (!has_pybind11_base(type) ||
+      type->tp_basicsize != static_cast<Py_ssize_t>(sizeof(Pybind11SimpleInstance)) ||
+      !(inst->flags & kSimpleLayout) || !inst->value_and_holder[0])
+    throw py::type_error("cannot read the TensorFlow C object behind " +
+                         py::repr(obj).cast<std::string>() +
+                         ": this TensorFlow's Python bindings are laid out as fastmts does not know");
+  return inst->value_and_holder[0];
+}
+
+void* raw_pointer(py::handle obj, const std::type_info& type) {
+  PyObject* conduit = PyObject_GetAttrString(obj.ptr(), "_pybind11_conduit_v1_");
+  if (conduit) {
+    py::object owned = py::reinterpret_steal<py::object>(conduit);
+    return pointer_from_conduit(obj, owned, type);
+  }
+  PyErr_Clear();
+  return pointer_from_layout(obj);
+}
+
+}  // namespace
+
+void bind_imported_tensorflow() {
+  py::module_ session_module = py::module_::import("tensorflow.python.client._pywrap_tf_session");
+  std::string error = bind_tf_c_api(session_module.attr("__file__").cast<std::string>());
+  if (!error.empty()) {
+    PyErr_SetString(PyExc_ImportError,
+                    ("fastmts cannot use this TensorFlow's C API: " + error).c_str());
+    throw py::error_already_set();
+  }
+}
+
+TF_Session* session_pointer(py::handle tf_session) {
+  return static_cast<TF_Session*>(raw_pointer(tf_session.attr("_session"), tf_session_typeid()));
+}
+
+TF_Operation* operation_pointer(py::handle c_op) {
+  return static_cast<TF_Operation*>(raw_pointer(c_op, tf_operation_typeid()));
+}
+
+}  // namespace fastmts
