@@ -32,8 +32,9 @@ void* pointer_from_conduit(py::handle obj, py::handle conduit, const std::type_i
     if (!p) throw py::error_already_set();
     return p;
   }
-  throw py::type_error("could not obtain the TensorFlow object behind " +
-                       py::repr(obj).cast<std::string>() + " (incompatible pybind11 ABI)");
+  throw py::type_error("cannot read the TensorFlow C object behind " +
+                       py::repr(obj).cast<std::string>() +
+                       ": it holds none, or its pybind11 ABI is not one fastmts knows");
 }
 
 // ---- TF 2.12 to 2.20: pybind11's instance layout ----------------------------

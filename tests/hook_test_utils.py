@@ -10,11 +10,13 @@ test_native_more_hooks.py and test_coordinator_queues.py:
 * :func:`tf_log`, recording what is logged to TF's logger ('tensorflow');
 * :func:`step_graph` and :func:`nan_at`, graphs whose values depend only on
   the global step;
-* :func:`schedule_state`, what a stock hook object holds of its schedule.
+* :func:`schedule_state`, what a stock hook object holds of its schedule;
+* :func:`events`, the records of a directory's event files.
 """
 
 import contextlib
 import logging
+import os
 import re
 
 import numpy as np
@@ -23,6 +25,7 @@ import tensorflow as tf
 from compat_utils import Raised
 
 v1 = tf.compat.v1
+SessionLog = tf.compat.v1.SessionLog
 
 NAN_LOSS = Raised(v1.train.NanLossDuringTrainingError,
                   'NaN loss during training.')
@@ -125,3 +128,35 @@ def schedule_state(hook):
           step(getattr(hook, '_last_global_step', None)),
           step(getattr(hook, '_next_step', None)), step(getattr(hook, '_last_step', None)),
           getattr(hook, '_iter_count', None))
+
+
+def events(directory, rates=True):
+  """(number of event files, their records) in `directory`.
+
+  Records, in file order: ('summary', tag, step, simple_value or the kind of
+  value), ('session_log', status name, step, checkpoint file basename),
+  ('run_metadata', tag, step), ('graph_def', step), ('meta_graph_def', step).
+  With rates=False the values of '.../sec' summaries (timing) become None.
+  """
+  names = sorted(n for n in os.listdir(directory)
+                 if n.startswith('events.out.tfevents.'))
+  out = []
+  for name in names:
+    for e in v1.train.summary_iterator(os.path.join(directory, name)):
+      what = e.WhichOneof('what')
+      if what == 'summary':
+        for v in e.summary.value:
+          kind = v.WhichOneof('value')
+          value = v.simple_value if kind == 'simple_value' else kind
+          if not rates and v.tag.endswith('/sec'):
+            value = None
+          out.append(('summary', v.tag, e.step, value))
+      elif what == 'session_log':
+        s = e.session_log
+        out.append(('session_log', SessionLog.SessionStatus.Name(s.status),
+                    e.step, os.path.basename(s.checkpoint_path)))
+      elif what == 'tagged_run_metadata':
+        out.append(('run_metadata', e.tagged_run_metadata.tag, e.step))
+      elif what in ('graph_def', 'meta_graph_def'):
+        out.append((what, e.step))
+  return len(names), out

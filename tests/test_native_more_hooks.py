@@ -35,10 +35,9 @@ from tensorflow.python.training import training_util
 
 import compat_utils
 from compat_utils import Raised, SessionInterface, ckpt_files, outcome, raised
-from hook_test_utils import CREATED, STEPS_10, schedule_state, tf_log
+from hook_test_utils import CREATED, STEPS_10, events, schedule_state, tf_log
 
 v1 = tf.compat.v1
-SessionLog = tf.compat.v1.SessionLog
 
 _unique = itertools.count()
 
@@ -128,38 +127,6 @@ def read_first_graph():
 def doubled():
   """read_first_graph's `loss * 2`, computed before the increment."""
   return v1.get_default_graph().get_tensor_by_name('doubled:0')
-
-
-def events(directory, rates=True):
-  """(number of event files, their records) in `directory`.
-
-  Records, in file order: ('summary', tag, step, simple_value or the kind of
-  value), ('session_log', status name, step, checkpoint file basename),
-  ('run_metadata', tag, step), ('graph_def', step), ('meta_graph_def', step).
-  With rates=False the values of '.../sec' summaries (timing) become None.
-  """
-  names = sorted(n for n in os.listdir(directory)
-                 if n.startswith('events.out.tfevents.'))
-  out = []
-  for name in names:
-    for e in v1.train.summary_iterator(os.path.join(directory, name)):
-      what = e.WhichOneof('what')
-      if what == 'summary':
-        for v in e.summary.value:
-          kind = v.WhichOneof('value')
-          value = v.simple_value if kind == 'simple_value' else kind
-          if not rates and v.tag.endswith('/sec'):
-            value = None
-          out.append(('summary', v.tag, e.step, value))
-      elif what == 'session_log':
-        s = e.session_log
-        out.append(('session_log', SessionLog.SessionStatus.Name(s.status),
-                    e.step, os.path.basename(s.checkpoint_path)))
-      elif what == 'tagged_run_metadata':
-        out.append(('run_metadata', e.tagged_run_metadata.tag, e.step))
-      elif what in ('graph_def', 'meta_graph_def'):
-        out.append((what, e.step))
-  return len(names), out
 
 
 def flush_cached_writer(directory):

@@ -21,18 +21,21 @@ except ImportError as e:
                     % (_RANGE, e, _INSTALL_HINT)) from e
 
 
-def release(version_string):
-  """(major, minor) of a TF version string such as '2.16.2' or '2.21.0-rc1'."""
-  match = re.match(r'(\d+)\.(\d+)', version_string)
+def check_release(version):
+  """Raises ImportError unless `version` (tf.__version__, e.g. '2.16.2' or
+  '2.21.0-rc1') is a supported release; returns its (major, minor)."""
+  match = re.match(r'(\d+)\.(\d+)', version)
   if not match:
-    raise ImportError('fastmts cannot read the TensorFlow version %r' % version_string)
-  return int(match.group(1)), int(match.group(2))
+    raise ImportError('fastmts cannot read the TensorFlow version %r: %s'
+                      % (version, _INSTALL_HINT))
+  found = int(match.group(1)), int(match.group(2))
+  if not SUPPORTED[0] <= found <= SUPPORTED[1]:
+    raise ImportError('fastmts supports TensorFlow %s; this is TensorFlow %s: %s'
+                      % (_RANGE, version, _INSTALL_HINT))
+  return found
 
 
-RELEASE = release(tf.__version__)
-if not SUPPORTED[0] <= RELEASE <= SUPPORTED[1]:
-  raise ImportError('fastmts supports TensorFlow %s; this is TensorFlow %s: %s'
-                    % (_RANGE, tf.__version__, _INSTALL_HINT))
+RELEASE = check_release(tf.__version__)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from fastmts import _native
