@@ -344,7 +344,8 @@ def test_feed_non_placeholder_tensor(check):
         TypeError, "int() argument must be a string, a bytes-like object or a "
         "real number, not 'NoneType'")),
     ('p', 'a', Raised(
-        ValueError, "invalid literal for int() with base 10: np.str_('a')")),
+        # numpy's repr of the item: np.str_('a') from numpy 2 on, 'a' before
+        ValueError, 'invalid literal for int() with base 10: %r' % np.str_('a'))),
 ], ids=['vector-too-long', 'vector-for-scalar', 'matrix-cols',
         'int-too-large', 'int32-max-plus-1', 'None', 'non-numeric-str'])
 def test_feed_errors(check, name, value, expected):

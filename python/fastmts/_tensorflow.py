@@ -46,6 +46,10 @@ try:  # TF 2.14 and later
   from tensorflow.python.framework.tensor import Tensor
 except ImportError:  # TF 2.12, 2.13
   from tensorflow.python.framework.ops import Tensor
+try:  # the name in TF 2.16 to 2.21
+  from tensorflow.python.framework.error_interpolation import interpolate_graph
+except ImportError:  # TF 2.12 names it interpolate
+  from tensorflow.python.framework.error_interpolation import interpolate as interpolate_graph
 try:  # TF 2.18 and later convert feeds with numpy_compat (numpy 2 rules)
   from tensorflow.python.util.numpy_compat import np_asarray
 except ImportError:  # TF 2.12 to 2.17: plain numpy.asarray

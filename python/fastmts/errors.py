@@ -5,11 +5,11 @@ op the message names, interpolate graph locations into the message, and raise
 the error class of the status code with (node_def, op, message).
 """
 from tensorflow.python.client import session as _tf_session
-from tensorflow.python.framework import error_interpolation
 from tensorflow.python.framework import errors_impl
 from tensorflow.python.util import compat
 
 from fastmts import _native
+from fastmts import _tensorflow
 
 StatusError = _native.StatusError
 
@@ -30,7 +30,7 @@ def from_status(status_error, graph):
       node_def = op.node_def
     except KeyError:
       pass
-  message = error_interpolation.interpolate_graph(message, graph)
+  message = _tensorflow.interpolate_graph(message, graph)
   if 'only supports NHWC tensor format' in message:
     message += ('\nA possible workaround: Try disabling Grappler optimizer'
                 '\nby modifying the config for creating the session eg.'
