@@ -43,9 +43,9 @@ void* pointer_from_conduit(py::handle obj, py::handle conduit, const std::type_i
 // TF_Session and TF_Operation wrappers hold the C pointer the way every
 // pybind11 release since 2.2 lays out a simple instance: right after the
 // object header, with a flags byte after the holder and weakref slots. Read
-// it only from objects whose type has exactly that size and whose flags say
-// "simple layout"; fastmts/_tensorflow.py checks once per process, on a probe
-// operation, that the pointer read this way names the right operation.
+// it only from an object of exactly TF's wrapper class for that C type, whose
+// size and flags say "simple layout"; fastmts/_tensorflow.py checks once per
+// process, on a probe operation, that the pointer read this way names it.
 struct Pybind11SimpleInstance {
   PyObject_HEAD
   void* value_and_holder[3];  // the value pointer, then a holder of <= 2 words
@@ -54,17 +54,19 @@ struct Pybind11SimpleInstance {
 };
 constexpr unsigned char kSimpleLayout = 1u << 1;
 
-bool has_pybind11_base(PyTypeObject* type) {
-  for (PyTypeObject* t = type; t; t = t->tp_base)
-    if (std::string(t->tp_name) == "pybind11_object") return true;
-  return false;
-}
+// TF's wrapper classes (_pywrap_tf_session.TF_Session / TF_Operation), set
+// when binding; leaked, as the module that owns them is never unloaded.
+PyObject* session_wrapper_type = nullptr;
+PyObject* operation_wrapper_type = nullptr;
 
-void* pointer_from_layout(py::handle obj) {
+void* pointer_from_layout(py::handle obj, PyObject* wrapper_type) {
   PyTypeObject* type = Py_TYPE(obj.ptr());
   const auto* inst = reinterpret_cast<const Pybind11SimpleInstance*>(obj.ptr());
-  if (!has_pybind11_base(type) ||
-      type->tp_basicsize != static_cast<Py_ssize_t>(sizeof(Pybind11SimpleInstance)) ||
+  if (reinterpret_cast<PyObject*>(type) != wrapper_type)
+    throw py::type_error("cannot read the TensorFlow C object behind " +
+                         py::repr(obj).cast<std::string>() + ": it is not a " +
+                         py::str(wrapper_type).cast<std::string>());
+  if (type->tp_basicsize != static_cast<Py_ssize_t>(sizeof(Pybind11SimpleInstance)) ||
       !(inst->flags & kSimpleLayout) || !inst->value_and_holder[0])
     throw py::type_error("cannot read the TensorFlow C object behind " +
                          py::repr(obj).cast<std::string>() +
@@ -72,20 +74,22 @@ void* pointer_from_layout(py::handle obj) {
   return inst->value_and_holder[0];
 }
 
-void* raw_pointer(py::handle obj, const std::type_info& type) {
+void* raw_pointer(py::handle obj, const std::type_info& type, PyObject* wrapper_type) {
   PyObject* conduit = PyObject_GetAttrString(obj.ptr(), "_pybind11_conduit_v1_");
   if (conduit) {
     py::object owned = py::reinterpret_steal<py::object>(conduit);
     return pointer_from_conduit(obj, owned, type);
   }
   PyErr_Clear();
-  return pointer_from_layout(obj);
+  return pointer_from_layout(obj, wrapper_type);
 }
 
 }  // namespace
 
 void bind_imported_tensorflow() {
   py::module_ session_module = py::module_::import("tensorflow.python.client._pywrap_tf_session");
+  session_wrapper_type = py::object(session_module.attr("TF_Session")).release().ptr();
+  operation_wrapper_type = py::object(session_module.attr("TF_Operation")).release().ptr();
   std::string error = bind_tf_c_api(session_module.attr("__file__").cast<std::string>());
   if (!error.empty()) {
     PyErr_SetString(PyExc_ImportError,
@@ -95,11 +99,12 @@ void bind_imported_tensorflow() {
 }
 
 TF_Session* session_pointer(py::handle tf_session) {
-  return static_cast<TF_Session*>(raw_pointer(tf_session.attr("_session"), tf_session_typeid()));
+  return static_cast<TF_Session*>(raw_pointer(tf_session.attr("_session"), tf_session_typeid(),
+                                             session_wrapper_type));
 }
 
 TF_Operation* operation_pointer(py::handle c_op) {
-  return static_cast<TF_Operation*>(raw_pointer(c_op, tf_operation_typeid()));
+  return static_cast<TF_Operation*>(raw_pointer(c_op, tf_operation_typeid(), operation_wrapper_type));
 }
 
 }  // namespace fastmts

@@ -104,3 +104,15 @@ def test_which_route_to_the_handles_this_release_takes(fastmts):
 def test_a_non_handle_is_a_type_error_not_a_crash(fastmts, not_a_handle):
   with pytest.raises(TypeError, match='cannot read the TensorFlow C object behind'):
     fastmts._native.operation_name(not_a_handle)  # pylint: disable=protected-access
+
+
+def test_a_session_wrapper_is_not_an_operation(fastmts):
+  """TF's own wrapper of another C type (here the TF_Session) is refused, on
+  both routes: the conduit checks the C++ type, the layout route the class."""
+  with tf.Graph().as_default() as graph:
+    session = tf.compat.v1.Session(graph=graph)
+  try:
+    with pytest.raises(TypeError, match='cannot read the TensorFlow C object behind'):
+      fastmts._native.operation_name(session._session)  # pylint: disable=protected-access
+  finally:
+    session.close()
