@@ -9,7 +9,7 @@ test_native_more_hooks.py and test_coordinator_queues.py:
   ``STEPS_10`` (the results of ten train runs from step 0);
 * :func:`tf_log`, recording what is logged to TF's logger ('tensorflow');
 * :func:`step_graph` and :func:`nan_at`, graphs whose values depend only on
-  the global step;
+  the global step, and :func:`global_step_read_after`;
 * :func:`schedule_state`, what a stock hook object holds of its schedule;
 * :func:`events`, the records of a directory's event files.
 """
@@ -21,6 +21,7 @@ import re
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.training import training_util
 
 from compat_utils import Raised
 
@@ -104,6 +105,23 @@ def step_graph(loss_fn=lambda s: tf.cast(s, tf.float32) * 0.5):
   with tf.control_dependencies([step, loss]):
     train = v1.assign_add(gs, 1, name='train')
   return step, loss, train
+
+
+def global_step_read_after(train):
+  """Makes the global-step read tensor that the stock hooks fetch (and read
+  afresh) wait for `train`, so every read of it, fresh ones included, runs
+  the increment first. Returns it.
+
+  It is the read training_util._get_or_create_global_step_read makes, but
+  without its is-initialized cond: TF 2.12 builds that cond in an init_scope,
+  outside any control dependency, so there the read would race the increment
+  (and so would TF's own results)."""
+  gs = v1.train.get_global_step()
+  with tf.control_dependencies([train]):
+    read = tf.add(gs.read_value(), 0, name='global_step/add')
+  v1.add_to_collection(training_util.GLOBAL_STEP_READ_KEY, read)
+  assert training_util._get_or_create_global_step_read() is read  # pylint: disable=protected-access
+  return read
 
 
 def nan_at(k):

@@ -43,7 +43,7 @@ from tensorflow.python.training import training_util
 import compat_utils
 from compat_utils import (TF_IMPL, assert_same, ckpt_files, outcome,
                           without_stack_trace)
-from hook_test_utils import schedule_state, tf_log
+from hook_test_utils import global_step_read_after, schedule_state, tf_log
 from test_native_more_hooks import STEP_RATE, controlled_time, events, in_dir
 
 v1 = tf.compat.v1
@@ -145,9 +145,7 @@ def _graph(kind, nan_at, data_steps, clock=None, tick=None):
     # increment, so every read of it, fresh ones included, increments.
     with tf.control_dependencies(data):
       train = v1.assign_add(gs, 1, name='train')
-    with tf.control_dependencies([train]):
-      read = training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
-    loss = loss_of(read)
+    loss = loss_of(global_step_read_after(train))
   return loss, train, v1.summary.scalar('loss_sum', loss)
 
 

@@ -35,7 +35,7 @@ from tensorflow.python.training import training_util
 
 import compat_utils
 from compat_utils import Raised, SessionInterface, ckpt_files, outcome, raised
-from hook_test_utils import CREATED, STEPS_10, events, schedule_state, tf_log
+from hook_test_utils import CREATED, STEPS_10, events, global_step_read_after, schedule_state, tf_log
 
 v1 = tf.compat.v1
 
@@ -585,14 +585,7 @@ def read_after_increment_graph():
   every fresh read TF's algorithm makes. Returns `train`."""
   gs = v1.train.get_or_create_global_step()
   train = v1.assign_add(gs, 1, name='train')
-  with tf.control_dependencies([train]):
-    # The read tensor training_util._get_or_create_global_step_read makes,
-    # without its is-initialized cond: TF 2.12 builds that cond in an
-    # init_scope, outside this control dependency, so there the read would
-    # race the increment (and so would TF's own results).
-    read = tf.add(gs.read_value(), 0, name='global_step/add')
-  v1.add_to_collection(training_util.GLOBAL_STEP_READ_KEY, read)
-  assert training_util._get_or_create_global_step_read() is read  # pylint: disable=protected-access
+  global_step_read_after(train)
   return train
 
 
@@ -1347,8 +1340,7 @@ def test_native_hook_read_failing_at_session_creation(check):
       item = v1.data.make_one_shot_iterator(tf.data.Dataset.range(0)).get_next()
       with tf.control_dependencies([item]):
         train = v1.assign_add(gs, 1)
-      with tf.control_dependencies([train]):
-        training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
+      global_step_read_after(train)
       hook = v1.train.StopAtStepHook(num_steps=3)
       got = compat_utils.without_stack_trace(
           outcome(impl.MonitoredSession, hooks=[hook]))
