@@ -42,9 +42,9 @@ from fastmts import _native
 
 # Names TF moved between the supported releases; fastmts uses TF's own where
 # the installed release has them, as TF's Session.run does in that release.
-try:  # TF 2.14 and later
+try:  # where Tensor lives in recent releases (2.16 to 2.21 checked)
   from tensorflow.python.framework.tensor import Tensor
-except ImportError:  # TF 2.12, 2.13
+except ImportError:  # TF 2.12 keeps it in ops
   from tensorflow.python.framework.ops import Tensor
 try:  # the name in TF 2.16 to 2.21
   from tensorflow.python.framework.error_interpolation import interpolate_graph
