@@ -14,8 +14,13 @@ from fastmts import _tensorflow
 StatusError = _native.StatusError
 
 
-def from_status(status_error, graph):
-  """Returns the tf.errors.OpError for a native StatusError(code, message)."""
+def from_status(status_error, graph, session=None):
+  """Returns the tf.errors.OpError for a native StatusError(code, message)
+  of a run of `session` (a tf.compat.v1.Session) in `graph`. A run of a
+  session closed under the caller (e.g. `sess._sess._sess._sess._sess.close()`)
+  is TF's RuntimeError, which TF's Session.run raises before running."""
+  if session is not None and session._closed:  # pylint: disable=protected-access
+    return RuntimeError('Attempted to use a closed Session.')
   code, message = status_error.args
   message = compat.as_text(message)
   exc_type = errors_impl.exception_type_from_error_code(code)

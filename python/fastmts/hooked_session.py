@@ -134,6 +134,7 @@ class HookedSession:
         native_hooks.append(stand_in.native)
         self._stand_ins.append(stand_in)
     self._native = _native.HookedSession(native_hooks)
+    self._hooks = list(hooks)  # TF's name, as _HookedSession keeps them
     self._hook_names = [type(hook).__name__ for hook in hooks]
     if hook_costs.enabled():
       self._native.track_costs(True)
@@ -176,6 +177,12 @@ class HookedSession:
     return self._native
 
   @property
+  def _sess(self):
+    """TF's _HookedSession keeps the raw session as `_sess`; code (TF's own
+    tests among it) reaches it so: monitored._sess._sess._sess._sess."""
+    return self.tf_sess
+
+  @property
   def has_python_hooks(self):
     return bool(self._python_hook_objects)
 
@@ -210,7 +217,7 @@ class HookedSession:
     try:
       yield
     except errors.StatusError as e:
-      raise errors.from_status(e, self.graph) from None
+      raise errors.from_status(e, self.graph, self.tf_sess) from None
 
   def step_state(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """What the Python hooks of one step share (see _StepState)."""

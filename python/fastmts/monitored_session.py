@@ -280,7 +280,8 @@ class _MonitoredSession:
   def _fast_run_failed(self, error, fetches):
     """A step of the fast path raised `error`: carry on as run() would have."""
     if isinstance(error, fastmts_errors.StatusError):
-      error = fastmts_errors.from_status(error, self._coordinated_creator.hooked.graph)
+      hooked = self._coordinated_creator.hooked
+      error = fastmts_errors.from_status(error, hooked.graph, hooked.tf_sess)
     return self._sess.run_failed(error, fetches)
 
   @property
@@ -640,14 +641,14 @@ class _CoordinatedSession:
   close stops and joins its threads within the grace period."""
 
   def __init__(self, hooked, coord, queue_runners, stop_grace_period_secs=120):
-    self._hooked = hooked
+    self._sess = hooked  # TF's name: code reaches the raw session as ._sess._sess
     self._coord = coord
     self._queue_runners = queue_runners
     self._stop_grace_period_secs = stop_grace_period_secs
 
   @property
   def graph(self):
-    return self._hooked.graph
+    return self._sess.graph
 
   def _check_stop(self):
     self._coord.raise_requested_exception()
@@ -656,7 +657,7 @@ class _CoordinatedSession:
   def should_stop(self):
     if self._check_stop():
       return True
-    return self._hooked is None or self._hooked.stop_requested
+    return self._sess is None or self._sess.stop_requested
 
   def close(self):
     self._coord.request_stop()
@@ -697,7 +698,7 @@ class _CoordinatedSession:
       self._queue_runners.join()
 
   def _close_hooked(self):
-    hooked, self._hooked = self._hooked, None
+    hooked, self._sess = self._sess, None
     if hooked is None:
       return
     tf_sess = hooked.tf_sess
@@ -709,13 +710,13 @@ class _CoordinatedSession:
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     try:
-      return self._hooked.run(fetches, feed_dict, options, run_metadata)
+      return self._sess.run(fetches, feed_dict, options, run_metadata)
     except Exception as e:  # pylint: disable=broad-except
       self._raise_run_error(e)
 
   def run_steps(self, fetches, max_steps, feed_dict):
     try:
-      return self._hooked.run_steps(fetches, max_steps, feed_dict, self._coord)
+      return self._sess.run_steps(fetches, max_steps, feed_dict, self._coord)
     except Exception as e:  # pylint: disable=broad-except
       self._raise_run_error(e)
 

@@ -33,7 +33,7 @@ class StockHookSession(session_lib.SessionInterface):
     try:
       outputs = self._hooked.native.run_plain(plan.native)
     except errors.StatusError as e:
-      raise errors.from_status(e, self._hooked.graph) from None
+      raise errors.from_status(e, self._hooked.graph, self._hooked.tf_sess) from None
     return plan.build(outputs)
 
   def partial_run_setup(self, fetches, feeds=None):
