@@ -13,10 +13,6 @@ FASTMTS_TF_C_API_FUNCTIONS(FASTMTS_DEFINE_TF_FUNCTION)
 
 }  // namespace tf
 
-namespace {
-bool bound = false;
-}
-
 std::string bind_tf_c_api(const std::string& library) {
   // RTLD_NOLOAD: only a library TensorFlow itself loaded, never a second copy
   // of its runtime. The handle is kept for the life of the process (TF's
@@ -41,10 +37,7 @@ std::string bind_tf_c_api(const std::string& library) {
 #undef FASTMTS_LOOK_UP_TF_FUNCTION
   if (!missing.empty()) return library + " does not provide " + missing;
   for (auto& [slot, symbol] : found) *slot = symbol;
-  bound = true;
   return {};
 }
-
-bool tf_c_api_bound() { return bound; }
 
 }  // namespace fastmts

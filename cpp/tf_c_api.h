@@ -99,6 +99,5 @@ FASTMTS_TF_C_API_FUNCTIONS(FASTMTS_DECLARE_TF_FUNCTION)
 // them to. Loads nothing new. Returns an empty string on success, otherwise
 // what is missing; on failure nothing is bound. Call once, before any use.
 std::string bind_tf_c_api(const std::string& library);
-bool tf_c_api_bound();
 
 }  // namespace fastmts
