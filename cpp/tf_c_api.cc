@@ -23,9 +23,9 @@ std::string bind_tf_c_api(const std::string& library) {
     return library + " is not loaded" + (why ? std::string(": ") + why : std::string());
   }
   // dlsym on the handle searches the library and then its dependencies, so
-  // this finds the C API wherever the release keeps it (libtensorflow_cc.so.2
-  // or _pywrap_tensorflow_internal.so): the very definitions TF's own
-  // session binding uses.
+  // this finds each function wherever the release keeps it
+  // (libtensorflow_cc.so.2, or from 2.19 libtensorflow_framework.so.2 for the
+  // tensor and status functions): the definitions TF's session binding uses.
   std::vector<std::pair<void**, void*>> found;
   std::string missing;
 #define FASTMTS_LOOK_UP_TF_FUNCTION(ret, name, params)                           \

@@ -20,13 +20,11 @@ const char* const kAbiIds[] = {
     "_clang_libstdcpp_cxxabi1002", "_gcc_libstdcpp_cxxabi1018", "_gcc_libstdcpp_cxxabi1019",
     "_clang_libstdcpp_cxxabi1018", "_gcc_libstdcpp_cxxabi1016"};
 
-void* pointer_from_conduit(py::handle obj, py::handle conduit, const std::type_info& type) {
+void* pointer_from_conduit(py::handle obj, const py::object& conduit, const std::type_info& type) {
   py::capsule type_capsule(static_cast<void*>(const_cast<std::type_info*>(&type)),
                            typeid(std::type_info).name());
   for (const char* abi : kAbiIds) {
-    py::object cap =
-        py::reinterpret_borrow<py::object>(conduit)(py::bytes(abi), type_capsule,
-                                                    py::bytes("raw_pointer_ephemeral"));
+    py::object cap = conduit(py::bytes(abi), type_capsule, py::bytes("raw_pointer_ephemeral"));
     if (cap.is_none()) continue;
     void* p = PyCapsule_GetPointer(cap.ptr(), type.name());
     if (!p) throw py::error_already_set();
@@ -75,12 +73,8 @@ void* pointer_from_layout(py::handle obj, PyObject* wrapper_type) {
 }
 
 void* raw_pointer(py::handle obj, const std::type_info& type, PyObject* wrapper_type) {
-  PyObject* conduit = PyObject_GetAttrString(obj.ptr(), "_pybind11_conduit_v1_");
-  if (conduit) {
-    py::object owned = py::reinterpret_steal<py::object>(conduit);
-    return pointer_from_conduit(obj, owned, type);
-  }
-  PyErr_Clear();
+  py::object conduit = py::getattr(obj, "_pybind11_conduit_v1_", py::none());
+  if (!conduit.is_none()) return pointer_from_conduit(obj, conduit, type);
   return pointer_from_layout(obj, wrapper_type);
 }
 
