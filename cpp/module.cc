@@ -14,6 +14,7 @@
 #include "coordinator.h"
 #include "hooked_session.h"
 #include "native_hooks.h"
+#include "python_time.h"
 #include "queue_runner.h"
 #include "run_plan.h"
 #include "signal_watch.h"
@@ -448,6 +449,7 @@ py::object run_loop(HookedSession& session, py::handle plan, py::handle feed_pla
     Clock::time_point next_check = Clock::now() + kSignalCheckInterval;
     control.lock_held = false;
     control.may_defer = true;
+    notice_python_time();  // the clock the timers will read without the GIL
     control.between_steps = [&] {
       const uint64_t now_seen = SignalWatch::deliveries();
       if (now_seen == seen && Clock::now() < next_check) return;
@@ -662,6 +664,7 @@ double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, i
 PYBIND11_MODULE(_native, m) {
   m.doc() = "fastmts native core";
   bind_imported_tensorflow();
+  follow_python_time();
   m.def("operation_name", [](py::handle c_op) {
     return std::string(tf::OperationName(operation_pointer(c_op)));
   }, "The name TF's C API gives the operation behind an Operation's _c_op.");
@@ -907,16 +910,6 @@ PYBIND11_MODULE(_native, m) {
       .def("__call__", &FastRun::call, py::arg("fetches"), py::arg("feed_dict") = py::none(),
            py::arg("options") = py::none(), py::arg("run_metadata") = py::none());
   m.def("fast_run_entry", &make_fast_run_entry, py::arg("fast_run"), py::arg("fallback"));
-
-  // Tests drive secs-based triggers with a controlled clock: with this on,
-  // native timers read Python's time.time() (as patched) instead of the OS.
-  m.def("use_python_time", [](bool on) {
-    if (!on) return set_wall_clock(nullptr);
-    set_wall_clock([] {
-      py::gil_scoped_acquire gil;
-      return py::module_::import("time").attr("time")().cast<double>();
-    });
-  }, py::arg("on"));
 
   m.def("floor_loop", &floor_loop, py::arg("tf_session"), py::arg("plan"), py::arg("steps"),
         py::arg("reread") = nullptr, py::arg("reread_period") = 0,

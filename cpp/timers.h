@@ -38,11 +38,11 @@ class SecondOrStepTimer {
   double last_time_ = 0;
 };
 
-double wall_time_seconds();  // time.time()
+double wall_time_seconds();  // time.time(), as set_wall_clock says
 
-// Replaces the wall clock of every timer (tests drive secs-based triggers
-// with a controlled clock); an empty function restores the system clock.
-// Not thread-safe: set it while no session is running.
+// Replaces the wall clock of every timer; an empty function restores the OS
+// clock. The extension sets it once at import (python_time.h: the clock TF's
+// own timers read). Not thread-safe: set it while no session is running.
 void set_wall_clock(std::function<double()> clock);
 
 }  // namespace fastmts

@@ -15,8 +15,7 @@ host, so only contents are compared), the files written.
 
 Seconds-based triggers run under a fake clock (:func:`controlled_time`):
 ``time.time`` is replaced by a clock that only moves when the scenario
-advances it, and fastmts's native timers are told to read Python's
-``time.time()`` too (``fastmts._native.use_python_time``).
+advances it; fastmts's native timers must follow it unasked, as TF's do.
 """
 
 import contextlib
@@ -70,19 +69,14 @@ class FakeClock:
 
 @contextlib.contextmanager
 def controlled_time(impl, monkeypatch):
-  """Yields a FakeClock that `time.time` (and, for fastmts, the native
-  timers) reads until the block exits, even when it raises."""
+  """Yields a FakeClock that `time.time` reads until the block exits, even
+  when it raises. fastmts's native timers follow the patch by themselves,
+  as TF's Python timers do."""
+  del impl
   clock = FakeClock()
-  native = getattr(impl, '_native', None)
   with monkeypatch.context() as patch:
     patch.setattr(time, 'time', clock)
-    try:
-      if native is not None:
-        native.use_python_time(True)
-      yield clock
-    finally:
-      if native is not None and hasattr(native, 'use_python_time'):
-        native.use_python_time(False)
+    yield clock
 
 
 _ADDRESS = re.compile(r' at 0x[0-9a-fA-F]+')
