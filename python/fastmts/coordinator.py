@@ -17,6 +17,7 @@ import time
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import errors_impl
 from tensorflow.python.platform import tf_logging as logging
+from tensorflow.python.training import coordinator as _tf_coordinator
 from tensorflow.python.util import compat
 
 from fastmts import _native
@@ -29,8 +30,13 @@ def error_codes_of(exception_types):
                 if issubclass(cls, tuple(exception_types)))
 
 
-class Coordinator:
-  """A coordinator for threads (see `tf.compat.v1.train.Coordinator`)."""
+class Coordinator(_tf_coordinator.Coordinator):
+  """A coordinator for threads (see `tf.compat.v1.train.Coordinator`).
+
+  A subclass of TF's only so that TF's and users' isinstance checks accept
+  it: every method of TF's is defined here (a test checks), none of TF's
+  code runs on it.
+  """
 
   def __init__(self, clean_stop_exception_types=None):
     if clean_stop_exception_types is None:

@@ -16,6 +16,7 @@ from fastmts import basic_session_run_hooks
 from fastmts import errors
 from fastmts import fetches as fetches_lib
 from fastmts import hook_costs
+from fastmts import python_hooked_session
 from fastmts import stock_hook_session
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
@@ -114,7 +115,9 @@ class HookedSession:
   """A tf.compat.v1.Session run through the native hook dispatch.
 
   Built once per monitored session from its hooks; attach() binds each raw
-  session the creator makes (again after recovery).
+  session the creator makes (again after recovery). A session the native
+  core cannot run (a wrapper such as TF's debugger sessions) is run through
+  its own `run` by python_hooked_session instead, as TF runs it.
   """
 
   def __init__(self, hooks):
@@ -142,6 +145,9 @@ class HookedSession:
     self.coord = None
     self.plans = None
     self.graph = None
+    self._python = None  # the PythonHookDispatch of a wrapped session
+    self._python_steps = 0  # steps run by earlier ones
+    self._native_holds_state = False  # of the stock hooks, until handed back
     # What TF's own code of natively run stock hooks gets as the session.
     self.stock_hook_session = stock_hook_session.StockHookSession(self)
 
@@ -149,7 +155,16 @@ class HookedSession:
     self.tf_sess = tf_sess
     self.coord = coord
     self.graph = tf_sess.graph
+    if not python_hooked_session.runs_natively(tf_sess):
+      # The stock hooks' own Python methods run now: they carry on from
+      # what the native dispatch did with them so far.
+      self.hand_back()
+      self._python = python_hooked_session.PythonHookDispatch(tf_sess, self._hooks,
+                                                              merge_run_options)
+      self._python.after_create_session(coord)
+      return
     self.plans = fetches_lib.PlanCache(tf_sess.graph, tf_sess)
+    self._native_holds_state = True
     with self._tf_errors():  # native hooks may read the step here
       self._native.attach(tf_sess)
     for stand_in in self._stand_ins:
@@ -162,11 +177,17 @@ class HookedSession:
     at close before any end(): TF's objects hold that state even when their
     end() never runs (the `with` block raised, or an earlier hook's end()
     did), and an object used again in a new session carries on from it."""
+    if not self._native_holds_state:
+      return
+    self._native_holds_state = False
     for stand_in in self._stand_ins:
       if hasattr(stand_in, 'hand_back'):
         stand_in.hand_back()
 
   def detach(self):
+    if self._python is not None:
+      self._python_steps += self._python.steps_run
+      self._python = None
     self._native.detach()
     self.tf_sess = None
     self.coord = None
@@ -187,12 +208,19 @@ class HookedSession:
     return bool(self._python_hook_objects)
 
   @property
+  def runs_natively(self):
+    return self._python is None
+
+  @property
   def stop_requested(self):
+    if self._python is not None:
+      return self._python.stop_requested
     return self._native.stop_requested
 
   @property
   def steps_run(self):
-    return self._native.steps_run
+    steps = self._native.steps_run + self._python_steps
+    return steps + self._python.steps_run if self._python is not None else steps
 
   def cost_report(self):
     costs = self._native.costs()
@@ -207,6 +235,8 @@ class HookedSession:
     return self.plans.fast_layout(fetches)
 
   def end(self):
+    if self._python is not None:
+      return self._python.end()
     with self._tf_errors():
       self._native.end()
 
@@ -236,6 +266,8 @@ class HookedSession:
     The feeds are converted once, before the first step. Without Python
     hooks the loop runs without the GIL; the signals Python has handlers for
     still reach them within one step."""
+    if self._python is not None:
+      return self._python.run_steps(fetches, max_steps, feed_dict, coord)
     plan, feed_plan, values, _ = self._plan_for(fetches, feed_dict)
     make_state = None
     if self._python_hook_objects:
@@ -264,6 +296,8 @@ class HookedSession:
     return plan, feed_plan, values, serialized_options
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    if self._python is not None:
+      return self._python.run(fetches, feed_dict, options, run_metadata)
     plan, feed_plan, values, serialized_options = self._plan_for(fetches, feed_dict, options)
     state = None
     if self._python_hook_objects:

@@ -17,6 +17,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import basic_session_run_hooks
 from tensorflow.python.training import monitored_session as _tf_monitored_session
+from tensorflow.python.training import queue_runner_impl
 from tensorflow.python.util import function_utils
 
 from fastmts import _native
@@ -24,6 +25,7 @@ from fastmts import errors as fastmts_errors
 from fastmts import fetches as fetches_lib
 from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
+from fastmts import python_hooked_session
 from fastmts import queue_runner
 from fastmts.queue_runner import NativeQueueRunners
 from fastmts.recovery import RecoveryPolicy
@@ -408,7 +410,10 @@ class _MonitoredSession:
       self.tf_sess = self._session_creator.create_session()
       self.coord = Coordinator(clean_stop_exception_types=[])
       self.queue_runners = None
-      if ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
+      if not python_hooked_session.runs_natively(self.tf_sess):
+        # A wrapped session: TF's own queue-runner threads, through its run.
+        queue_runner_impl.start_queue_runners(sess=self.tf_sess, coord=self.coord)
+      elif ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
         self.queue_runners = NativeQueueRunners(self.tf_sess, self.coord)
       try:
         self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
@@ -464,7 +469,14 @@ class _MonitoredSession:
     return self._coordinated_creator.tf_sess
 
 
-class MonitoredSession(_MonitoredSession):
+# The public classes also subclass TF's, only so that isinstance checks
+# against TF's classes (TF's debugger wrappers make them, as user code does)
+# accept fastmts's sessions; _MonitoredSession comes first and defines every
+# method and attribute TF's classes define (a test checks), so none of TF's
+# code runs on a fastmts session.
+
+
+class MonitoredSession(_MonitoredSession, _tf_monitored_session.MonitoredSession):
   """Session-like object that handles initialization, recovery and hooks.
 
   Same contract as `tf.compat.v1.train.MonitoredSession`: hooks' `begin()`
@@ -482,7 +494,7 @@ class MonitoredSession(_MonitoredSession):
                      end_on_interrupt=end_on_interrupt)
 
 
-class SingularMonitoredSession(_MonitoredSession):
+class SingularMonitoredSession(_MonitoredSession, _tf_monitored_session.SingularMonitoredSession):
   """Like `MonitoredSession`, always a chief, no recovery, with `raw_session()`."""
 
   def __init__(self, hooks=None, scaffold=None, master='', config=None, checkpoint_dir=None,
