@@ -493,6 +493,9 @@ def test_failed_construction_then_gc_does_not_crash(fastmts):
 
 _SIGINT_CHILD = textwrap.dedent(r'''
     import json, os, signal, sys, threading, time
+    # Ctrl-C's Python handler even if this process was started with SIGINT
+    # ignored (a background job of a shell without job control is).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'
     import tensorflow as tf
     tf.compat.v1.disable_eager_execution()

@@ -607,6 +607,9 @@ def test_run_steps_negative_max_steps(fastmts):
 
 _SIGINT_CHILD = textwrap.dedent('''
     import json, os, signal, sys, threading, time
+    # Ctrl-C's Python handler even if this process was started with SIGINT
+    # ignored (a background job of a shell without job control is).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'
     import tensorflow as tf
     import fastmts
