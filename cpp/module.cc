@@ -19,6 +19,7 @@
 #include "run_plan.h"
 #include "signal_watch.h"
 #include "tensor_convert.h"
+#include "text_format_binding.h"
 #include "tf_status.h"
 #include "tf_python_handles.h"
 #include "timers.h"
@@ -663,6 +664,7 @@ double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, i
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "fastmts native core";
+  register_text_format(m);
   bind_imported_tensorflow();
   follow_python_time();
   m.def("operation_name", [](py::handle c_op) {

@@ -10,6 +10,7 @@ import weakref
 
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
@@ -17,6 +18,7 @@ from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 from fastmts import _native
 from fastmts import _tensorflow
 from fastmts import fetches as fetches_lib
+from fastmts import graph_io
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
@@ -151,6 +153,26 @@ class _NativeLoggingTensor:
     return type(timer) in (_tf_hooks.SecondOrStepTimer, _tf_hooks.NeverTriggerTimer)
 
 
+def _checkpoint_saver_after_create_session(hook, session):
+  """TF's CheckpointSaverHook.after_create_session (the same in 2.12 to
+  2.21), with graph.pbtxt printed natively (graph_io: the same bytes, the
+  same atomic write and errors): on a large graph TF's Python text format
+  was most of the session's start."""
+  # pylint: disable=protected-access
+  global_step = session.run(hook._global_step_tensor)
+  if hook._save_graph_def:
+    graph_io.write_graph(ops.get_default_graph().as_graph_def(add_shapes=True),
+                         hook._checkpoint_dir, 'graph.pbtxt')
+  saver_def = hook._get_saver().saver_def if hook._get_saver() else None
+  graph = ops.get_default_graph()
+  meta_graph_def = meta_graph.create_meta_graph_def(
+      graph_def=graph.as_graph_def(add_shapes=True), saver_def=saver_def)
+  hook._summary_writer.add_graph(graph)
+  hook._summary_writer.add_meta_graph(meta_graph_def)
+  hook._save(session, global_step)
+  hook._timer.update_last_triggered_step(global_step)
+
+
 class _NativeGlobalStepGated:
   """CheckpointSaverHook and StepCounterHook: the global step is fetched, the
   timer consulted and the step read afresh natively; Python runs only where
@@ -210,7 +232,10 @@ class _NativeGlobalStepGated:
 
     def after_create_session():
       with _timer_handed_back(me.native, timer):
-        hook.after_create_session(owner.tf_sess, owner.coord)
+        if is_step_counter:
+          hook.after_create_session(owner.tf_sess, owner.coord)
+        else:
+          _checkpoint_saver_after_create_session(hook, owner.tf_sess)
 
     def end():
       with _timer_handed_back(me.native, timer):
