@@ -309,8 +309,8 @@ struct MapItem {
 
 class Printer {
  public:
-  Printer(const Schema& schema, bool as_utf8, std::string* out)
-      : schema_(schema), as_utf8_(as_utf8), out_(out) {}
+  Printer(const Schema& schema, bool as_utf8, bool floats_as_doubles, std::string* out)
+      : schema_(schema), as_utf8_(as_utf8), floats_as_doubles_(floats_as_doubles), out_(out) {}
 
   void message(int type, std::string_view wire, int indent) {
     if (depth_ >= kMaxDepth) unsupported("message nesting deeper than " + std::to_string(kMaxDepth));
@@ -614,7 +614,11 @@ class Printer {
         float v;
         std::memcpy(&v, &bits, sizeof v);
         name(spec, indent);
-        append_python_float32(out(), v);
+        if (floats_as_doubles_) {
+          append_python_double(out(), static_cast<double>(v));
+        } else {
+          append_python_float32(out(), v);
+        }
         out() += '\n';
         return;
       }
@@ -653,6 +657,7 @@ class Printer {
 
   const Schema& schema_;
   const bool as_utf8_;
+  const bool floats_as_doubles_;
   std::string* out_;
   int depth_ = 0;
   std::vector<std::unique_ptr<Frame>> frames_;
@@ -746,11 +751,11 @@ const std::string* Schema::enum_name(int i, int32_t number) const {
   return it != values.end() && it->first == number ? &it->second : nullptr;
 }
 
-Result print(const Schema& schema, std::string_view wire, bool as_utf8) {
+Result print(const Schema& schema, std::string_view wire, bool as_utf8, bool floats_as_doubles) {
   Result result;
   result.text.reserve(wire.size() * 2);
   try {
-    Printer(schema, as_utf8, &result.text).message(0, wire, 0);
+    Printer(schema, as_utf8, floats_as_doubles, &result.text).message(0, wire, 0);
   } catch (Failure& f) {
     result.status = f.status;
     result.error = std::move(f.message);

@@ -63,7 +63,8 @@ std::shared_ptr<Schema> make_schema(const std::vector<MessageRow>& message_rows,
   return std::make_shared<Schema>(std::move(messages), std::move(enums));
 }
 
-py::str print_text(const Schema& schema, const py::bytes& data, bool as_utf8) {
+py::str print_text(const Schema& schema, const py::bytes& data, bool as_utf8,
+                   bool floats_as_doubles) {
   char* buffer = nullptr;
   Py_ssize_t size = 0;
   if (PyBytes_AsStringAndSize(data.ptr(), &buffer, &size) != 0) throw py::error_already_set();
@@ -71,7 +72,8 @@ py::str print_text(const Schema& schema, const py::bytes& data, bool as_utf8) {
   {
     // `data` and `schema` are held by the caller's arguments meanwhile.
     py::gil_scoped_release release;
-    result = text_format::print(schema, std::string_view(buffer, static_cast<size_t>(size)), as_utf8);
+    result = text_format::print(schema, std::string_view(buffer, static_cast<size_t>(size)), as_utf8,
+                                floats_as_doubles);
   }
   if (result.status != text_format::Status::kOk) {
     const char* kind = result.status == text_format::Status::kUnsupported ? "unsupported" : "malformed";
@@ -86,8 +88,10 @@ void register_text_format(py::module_& m) {
   py::class_<Schema, std::shared_ptr<Schema>>(m, "TextFormatSchema")
       .def(py::init(&make_schema), py::arg("messages"), py::arg("enums"));
   m.def("text_format", &print_text, py::arg("schema"), py::arg("serialized"), py::arg("as_utf8"),
+        py::arg("floats_as_doubles") = false,
         "The text format of the serialized message of the schema's first type, as "
-        "google.protobuf.text_format.MessageToString(message, as_utf8=as_utf8) prints it. "
+        "google.protobuf.text_format.MessageToString(message, as_utf8=as_utf8) prints it "
+        "(with float_format='' when floats_as_doubles). "
         "ValueError when the message holds what the native printer does not reproduce, "
         "or is malformed.");
 }

@@ -10,7 +10,6 @@ import weakref
 
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.framework import dtypes
-from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
@@ -18,7 +17,7 @@ from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 from fastmts import _native
 from fastmts import _tensorflow
 from fastmts import fetches as fetches_lib
-from fastmts import graph_io
+from fastmts import checkpoint_saver
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
@@ -153,26 +152,6 @@ class _NativeLoggingTensor:
     return type(timer) in (_tf_hooks.SecondOrStepTimer, _tf_hooks.NeverTriggerTimer)
 
 
-def _checkpoint_saver_after_create_session(hook, session):
-  """TF's CheckpointSaverHook.after_create_session (the same in 2.12 to
-  2.21), with graph.pbtxt printed natively (graph_io: the same bytes, the
-  same atomic write and errors): on a large graph TF's Python text format
-  was most of the session's start."""
-  # pylint: disable=protected-access
-  global_step = session.run(hook._global_step_tensor)
-  if hook._save_graph_def:
-    graph_io.write_graph(ops.get_default_graph().as_graph_def(add_shapes=True),
-                         hook._checkpoint_dir, 'graph.pbtxt')
-  saver_def = hook._get_saver().saver_def if hook._get_saver() else None
-  graph = ops.get_default_graph()
-  meta_graph_def = meta_graph.create_meta_graph_def(
-      graph_def=graph.as_graph_def(add_shapes=True), saver_def=saver_def)
-  hook._summary_writer.add_graph(graph)
-  hook._summary_writer.add_meta_graph(meta_graph_def)
-  hook._save(session, global_step)
-  hook._timer.update_last_triggered_step(global_step)
-
-
 class _NativeGlobalStepGated:
   """CheckpointSaverHook and StepCounterHook: the global step is fetched, the
   timer consulted and the step read afresh natively; Python runs only where
@@ -211,7 +190,7 @@ class _NativeGlobalStepGated:
         if not timer.should_trigger_for_step(global_step):  # TF's clock decides
           return False
         timer.update_last_triggered_step(global_step)
-        return bool(hook._save(owner.tf_sess, global_step))  # pylint: disable=protected-access
+        return bool(checkpoint_saver.save(hook, owner.tf_sess, global_step))
 
     def record(rates, timer_last_step, timer_last_time):
       # The rest of TF's StepCounterHook.after_run for each step where its
@@ -235,11 +214,14 @@ class _NativeGlobalStepGated:
         if is_step_counter:
           hook.after_create_session(owner.tf_sess, owner.coord)
         else:
-          _checkpoint_saver_after_create_session(hook, owner.tf_sess)
+          checkpoint_saver.after_create_session(hook, owner.tf_sess)
 
     def end():
       with _timer_handed_back(me.native, timer):
-        hook.end(owner.tf_sess)
+        if is_step_counter:
+          hook.end(owner.tf_sess)
+        else:
+          checkpoint_saver.end(hook, owner.tf_sess)
 
     last = getattr(hook, '_last_global_step', None) if is_step_counter else None
     self.native = _native.GlobalStepGatedHook(

@@ -7,12 +7,17 @@ does not reproduce (an Any, an extension, ...) are printed by text_format.
 import inspect
 import os
 import sys
+import warnings
 
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from fastmts import _native
+from fastmts import _tensorflow
 from fastmts import text_format_schema
+from tensorflow.core.framework import attr_value_pb2
+from tensorflow.core.framework import node_def_pb2
+from tensorflow.core.framework import tensor_pb2
 from tensorflow.python.framework import graph_io as _tf_graph_io
 from tensorflow.python.framework import ops
 from tensorflow.python.lib.io import file_io
@@ -21,19 +26,70 @@ from tensorflow.python.lib.io import file_io
 # up to 4.x, True in recent ones): the native text follows the installed one.
 _AS_UTF8 = bool(inspect.signature(text_format.MessageToString).parameters['as_utf8'].default)
 
+# How the installed TF's write_graph prints: TF 2.12 to 2.20 pass
+# float_format='' (float fields as str() of their double value), 2.21 not.
+_TF_FLOAT_FORMAT = '' if _tensorflow.RELEASE < (2, 21) else None
 
-def message_to_text(message):
-  """text_format.MessageToString(message), with its default arguments."""
-  if isinstance(message, _message.Message):
+
+def _float_format_warns():
+  """Whether the installed protobuf warns about float_format (the 6.3x
+  releases deprecate it, with a warning per call): TF's write_graph then
+  warns too, so the text is printed by text_format, warning and all."""
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    try:
+      text_format.MessageToString(tensor_pb2.TensorProto(float_val=[0.1]), float_format='')
+    except TypeError:  # protobuf 7 has no float_format (nor a TF release that passes it)
+      return True
+  return bool(caught)
+
+
+def _native_float_formats():
+  """The float formats the native printer prints as this protobuf does:
+  checked once on a probe message with every ASCII character in a string
+  field and in a bytes field, non-ASCII text and awkward floats (protobuf
+  releases escape and print differently; where the native printer differs,
+  text_format prints)."""
+  text = ''.join(map(chr, range(128))) + 'é∑'
+  tensor = tensor_pb2.TensorProto(
+      string_val=[text.encode('utf-8')],
+      float_val=[0.1, -0.0, 1e-30, 3.4e38, float('nan'), float('inf')],
+      double_val=[0.1, 1e22, -2.5e-8])
+  probe = node_def_pb2.NodeDef(name=text, attr={'t': attr_value_pb2.AttrValue(tensor=tensor),
+                                                'f': attr_value_pb2.AttrValue(f=0.1)})
+  schema = text_format_schema.native_schema(probe.DESCRIPTOR)
+  formats = []
+  for float_format in ((None,) if _float_format_warns() else (None, '')):
+    try:
+      ours = _native.text_format(schema, probe.SerializeToString(deterministic=True), _AS_UTF8,
+                                 float_format == '')
+    except ValueError:
+      continue
+    theirs = (text_format.MessageToString(probe) if float_format is None else
+              text_format.MessageToString(probe, float_format=float_format))
+    if ours == theirs:
+      formats.append(float_format)
+  return tuple(formats)
+
+
+def message_to_text(message, float_format=None):
+  """text_format.MessageToString(message, float_format=float_format), its
+  other arguments at their defaults."""
+  if isinstance(message, _message.Message) and float_format in _NATIVE_FLOAT_FORMATS:
     schema = text_format_schema.native_schema(message.DESCRIPTOR)
     if schema is not None:
       try:
         # Partial: a proto2 message missing required fields prints all the same.
         serialized = message.SerializePartialToString(deterministic=True)
-        return _native.text_format(schema, serialized, _AS_UTF8)
+        return _native.text_format(schema, serialized, _AS_UTF8, float_format == '')
       except (ValueError, _message.EncodeError):
         pass  # what the native printer does not reproduce
-  return text_format.MessageToString(message)
+  if float_format is None:
+    return text_format.MessageToString(message)
+  return text_format.MessageToString(message, float_format=float_format)
+
+
+_NATIVE_FLOAT_FORMATS = _native_float_formats()
 
 
 def write_graph(graph_or_graph_def, logdir, name, as_text=True):
@@ -50,7 +106,7 @@ def write_graph(graph_or_graph_def, logdir, name, as_text=True):
     file_io.recursive_create_dir(logdir)
   path = os.path.join(logdir, name)
   if as_text:
-    file_io.atomic_write_string_to_file(path, message_to_text(graph_def))
+    file_io.atomic_write_string_to_file(path, message_to_text(graph_def, _TF_FLOAT_FORMAT))
   else:
     file_io.atomic_write_string_to_file(
         path, graph_def.SerializeToString(deterministic=True))

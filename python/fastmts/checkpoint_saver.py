@@ -1,0 +1,118 @@
+"""CheckpointSaverHook's session-side methods, as fastmts runs the stock hook.
+
+TF's own `after_create_session`, `_save` and `end` (the same from TF 2.12
+to 2.21), with two costs taken off them, the files unchanged:
+
+* graph.pbtxt is printed natively (graph_io: the bytes of TF's write_graph);
+* the meta graph of each save is exported once per finalized graph. TF's
+  `Saver.save(write_meta_graph=True)` rebuilds the whole MetaGraphDef at
+  every save, which costs 5-12x the save itself on a large graph. Once the
+  graph is finalized the only things that can change it are its
+  collections and the saver's SaverDef, so the MetaGraphDef is kept with a
+  fingerprint of both (add_to_collection refuses on a finalized graph, but the
+  list get_collection_ref gives can still be changed) and written again (as TF writes it: serialized
+  deterministically, atomically) while they stay the same.
+
+Only TF's exact `Saver` class is saved this way; any other saver (a
+subclass may override save or export) gets TF's `save` call unchanged.
+"""
+import os
+import weakref
+
+from tensorflow.core.util.event_pb2 import SessionLog
+from tensorflow.python.framework import meta_graph
+from tensorflow.python.framework import ops
+from tensorflow.python.platform import tf_logging as logging
+from tensorflow.python.training import checkpoint_management
+from tensorflow.python.training import saver as saver_lib
+
+from fastmts import graph_io
+
+# hook -> (fingerprint, MetaGraphDef) of its last save with the meta graph.
+_meta_graphs = weakref.WeakKeyDictionary()
+
+
+def after_create_session(hook, session):
+  """TF's CheckpointSaverHook.after_create_session."""
+  # pylint: disable=protected-access
+  global_step = session.run(hook._global_step_tensor)
+  if hook._save_graph_def:
+    graph_io.write_graph(ops.get_default_graph().as_graph_def(add_shapes=True),
+                         hook._checkpoint_dir, 'graph.pbtxt')
+  saver_def = hook._get_saver().saver_def if hook._get_saver() else None
+  graph = ops.get_default_graph()
+  meta_graph_def = meta_graph.create_meta_graph_def(
+      graph_def=graph.as_graph_def(add_shapes=True), saver_def=saver_def)
+  hook._summary_writer.add_graph(graph)
+  hook._summary_writer.add_meta_graph(meta_graph_def)
+  save(hook, session, global_step)
+  hook._timer.update_last_triggered_step(global_step)
+
+
+def end(hook, session):
+  """TF's CheckpointSaverHook.end."""
+  # pylint: disable=protected-access
+  last_step = session.run(hook._global_step_tensor)
+  if last_step != hook._timer.last_triggered_step():
+    save(hook, session, last_step)
+  for listener in hook._listeners:
+    listener.end(session, last_step)
+
+
+def save(hook, session, step):
+  """TF's CheckpointSaverHook._save: saves, returns should_stop."""
+  # pylint: disable=protected-access
+  logging.info('Calling checkpoint listeners before saving checkpoint %d...', step)
+  for listener in hook._listeners:
+    listener.before_save(session, step)
+
+  logging.info('Saving checkpoints for %d into %s.', step, hook._save_path)
+  _saver_save(hook, session, step)
+  hook._summary_writer.add_session_log(
+      SessionLog(status=SessionLog.CHECKPOINT, checkpoint_path=hook._save_path), step)
+  logging.info('Calling checkpoint listeners after saving checkpoint %d...', step)
+  should_stop = False
+  for listener in hook._listeners:
+    if listener.after_save(session, step):
+      logging.info('A CheckpointSaverListener requested that training be stopped. '
+                   'listener: {}'.format(listener))
+      should_stop = True
+  return should_stop
+
+
+def _saver_save(hook, session, step):
+  """hook._get_saver().save(session, hook._save_path, global_step=step,
+  write_meta_graph=hook._save_graph_def), with the meta graph reused."""
+  # pylint: disable=protected-access
+  saver = hook._get_saver()
+  graph = session.graph
+  if not hook._save_graph_def or type(saver) is not saver_lib.Saver or not graph.finalized:
+    saver.save(session, hook._save_path, global_step=step,
+               write_meta_graph=hook._save_graph_def)
+    return
+  checkpoint = saver.save(session, hook._save_path, global_step=step, write_meta_graph=False)
+  # Saver.save's own meta graph step, after the checkpoint and its state
+  # file, named from the same prefix (global_step appended as TF does).
+  if saver._pad_step_number:
+    checkpoint_file = '%s-%s' % (hook._save_path, '{:08d}'.format(step))
+  else:
+    checkpoint_file = '%s-%d' % (hook._save_path, step)
+  filename = checkpoint_management.meta_graph_filename(checkpoint_file, meta_graph_suffix='meta')
+  fingerprint = _fingerprint(graph, saver)
+  cached = _meta_graphs.get(hook)
+  if cached is None or cached[0] != fingerprint:
+    with graph.as_default():
+      cached = (fingerprint, saver.export_meta_graph())
+    _meta_graphs[hook] = cached
+  graph_io.write_graph(cached[1], os.path.dirname(filename), os.path.basename(filename),
+                       as_text=False)
+  return checkpoint
+
+
+def _fingerprint(graph, saver):
+  """What a finalized graph's MetaGraphDef can still change with: the
+  collections (keys and the objects in them) and the SaverDef."""
+  collections = tuple((key, tuple(id(item) for item in graph.get_collection_ref(key)))
+                      for key in graph.get_all_collection_keys())
+  saver_def = saver.saver_def.SerializeToString(deterministic=True)
+  return id(graph), graph.version, collections, saver_def
