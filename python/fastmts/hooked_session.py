@@ -208,10 +208,6 @@ class HookedSession:
     return bool(self._python_hook_objects)
 
   @property
-  def runs_natively(self):
-    return self._python is None
-
-  @property
   def stop_requested(self):
     if self._python is not None:
       return self._python.stop_requested
