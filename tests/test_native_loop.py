@@ -737,10 +737,16 @@ def test_run_steps_python_signal_handler(fastmts, python_hook):
         raise _Signalled()
 
     def send():
-      for _ in range(4):
+      # Each signal only once the previous one was handled: two arriving
+      # before Python runs the handler make one call (signals do not queue),
+      # and the loop would never see the fourth.
+      for i in range(4):
         time.sleep(0.15)
         sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGUSR1)
+        deadline = time.monotonic() + 20
+        while len(handled) <= i and time.monotonic() < deadline:
+          time.sleep(0.001)
 
     previous = signal.signal(signal.SIGUSR1, handler)
     try:
