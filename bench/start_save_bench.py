@@ -53,6 +53,17 @@ def start(impl, layers):
     return len(graph.get_operations()), t1 - t0, t2 - t1
 
 
+def _median_step(sess, train, steps):
+  """Median seconds of `steps` runs of `train` (after one to warm up)."""
+  sess.run(train)
+  times = []
+  for _ in range(steps):
+    t = time.perf_counter()
+    sess.run(train)
+    times.append(time.perf_counter() - t)
+  return statistics.median(times)
+
+
 def save_cost(impl, layers, save_graph_def, steps=6):
   """Median seconds a checkpoint save adds to a step."""
   with tf.Graph().as_default():
@@ -60,23 +71,13 @@ def save_cost(impl, layers, save_graph_def, steps=6):
     with impl.MonitoredTrainingSession(
         checkpoint_dir=tempfile.mkdtemp(), save_checkpoint_steps=1, save_summaries_steps=None,
         log_step_count_steps=None, save_graph_def=save_graph_def) as sess:
-      sess.run(train)
-      with_save = []
-      for _ in range(steps):
-        t = time.perf_counter()
-        sess.run(train)
-        with_save.append(time.perf_counter() - t)
+      with_save = _median_step(sess, train, steps)
   with tf.Graph().as_default():
     train = build(layers)
     with impl.MonitoredTrainingSession(save_summaries_steps=None,
                                        log_step_count_steps=None) as sess:
-      sess.run(train)
-      plain = []
-      for _ in range(steps):
-        t = time.perf_counter()
-        sess.run(train)
-        plain.append(time.perf_counter() - t)
-  return statistics.median(with_save) - statistics.median(plain)
+      plain = _median_step(sess, train, steps)
+  return with_save - plain
 
 
 def main(argv=None):
