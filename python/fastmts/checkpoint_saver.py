@@ -90,7 +90,7 @@ def _saver_save(hook, session, step):
     saver.save(session, hook._save_path, global_step=step,
                write_meta_graph=hook._save_graph_def)
     return
-  checkpoint = saver.save(session, hook._save_path, global_step=step, write_meta_graph=False)
+  saver.save(session, hook._save_path, global_step=step, write_meta_graph=False)
   # Saver.save's own meta graph step, after the checkpoint and its state
   # file, named from the same prefix (global_step appended as TF does).
   if saver._pad_step_number:
@@ -106,7 +106,6 @@ def _saver_save(hook, session, step):
     _meta_graphs[hook] = cached
   graph_io.write_graph(cached[1], os.path.dirname(filename), os.path.basename(filename),
                        as_text=False)
-  return checkpoint
 
 
 def _fingerprint(graph, saver):
