@@ -20,6 +20,9 @@
 #include "signal_watch.h"
 #include "tensor_convert.h"
 #include "text_format_binding.h"
+#include "checkpoint_writer_binding.h"
+#include "checkpoint_writer.h"
+#include "native_threads.h"
 #include "tf_status.h"
 #include "tf_python_handles.h"
 #include "timers.h"
@@ -665,6 +668,7 @@ double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, i
 PYBIND11_MODULE(_native, m) {
   m.doc() = "fastmts native core";
   register_text_format(m);
+  register_checkpoint_writer(m);
   bind_imported_tensorflow();
   follow_python_time();
   m.def("operation_name", [](py::handle c_op) {
@@ -744,7 +748,8 @@ PYBIND11_MODULE(_native, m) {
                        std::optional<double> every_steps,
                        int64_t steps_per_run, bool track_stuck_step, py::object last_step,
                        py::function act, py::object on_trigger, py::object record,
-                       py::function after_create_session, py::function end) {
+                       py::function after_create_session, py::function end,
+                       std::shared_ptr<CheckpointWriter> writer, py::object on_written) {
              std::optional<int64_t> last;
              if (!last_step.is_none()) last = last_step.cast<int64_t>();
              auto lifecycle = [](py::function fn) { return holding_gil([fn]() { fn(); }); };
@@ -768,12 +773,19 @@ PYBIND11_MODULE(_native, m) {
                                                           r.global_step, r.triggered_at));
                          record(py_rates, optional_step(timer_last_step), timer_last_time);
                        }),
-                 lifecycle(after_create_session), lifecycle(end));
+                 lifecycle(after_create_session), lifecycle(end),
+                 writer ? GlobalStepGatedHook::PollFn([writer] { return writer->has_outcome(); })
+                        : GlobalStepGatedHook::PollFn(),
+                 on_written.is_none() ? GlobalStepGatedHook::ReportFn()
+                                      : holding_gil([on_written]() {
+                                          return on_written().cast<bool>();
+                                        }));
            }),
            py::arg("global_step_op"), py::arg("global_step_index"), py::arg("every_secs"),
            py::arg("every_steps"), py::arg("steps_per_run"), py::arg("track_stuck_step"),
            py::arg("last_step"), py::arg("act"), py::arg("on_trigger"), py::arg("record"),
-           py::arg("after_create_session"), py::arg("end"))
+           py::arg("after_create_session"), py::arg("end"), py::arg("writer") = nullptr,
+           py::arg("on_written") = py::none())
       .def_property_readonly("last_step",
                              [](const GlobalStepGatedHook& h) { return optional_step(h.last_step()); })
       .def("adopt_timer", &GlobalStepGatedHook::adopt_timer, py::arg("last_step"),

@@ -108,7 +108,8 @@ GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTime
                                          int64_t steps_per_run, bool track_stuck_step,
                                          std::optional<int64_t> last_step, ActFn act,
                                          TriggerFn on_trigger, RecordFn record,
-                                         LifecycleFn after_create_session, LifecycleFn end)
+                                         LifecycleFn after_create_session, LifecycleFn end,
+                                         PollFn background_ended, ReportFn report)
     : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
       timer_(timer),
       steps_per_run_(steps_per_run),
@@ -118,14 +119,20 @@ GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTime
       on_trigger_(std::move(on_trigger)),
       record_(std::move(record)),
       after_create_session_(std::move(after_create_session)),
-      end_(std::move(end)) {}
+      end_(std::move(end)),
+      background_ended_(std::move(background_ended)),
+      report_(std::move(report)) {}
 
 void GlobalStepGatedHook::after_create_session(const SessionRunner&) {
   flush_deferred();
   after_create_session_();
 }
 
-void GlobalStepGatedHook::before_run(StepContext&, RunRequest& request) {
+void GlobalStepGatedHook::before_run(StepContext& ctx, RunRequest& request) {
+  if (background_ended_ && background_ended_()) {
+    flush_deferred();
+    if (report_()) ctx.request_stop();
+  }
   request.plan = read_step_;
 }
 

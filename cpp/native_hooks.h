@@ -105,6 +105,11 @@ class LoggingTensorHook : public Hook {
 // after the first waiting one -- since each Python call costs more than
 // many steps of a small model; otherwise at once.
 //
+// CheckpointSaverHook with asynchronous checkpoints: before each step,
+// `background_ended` (a poll that calls no Python) says whether a write
+// ended; then `report` (TF's listeners' after_save, or the write's error)
+// runs and may request stop.
+//
 // StepCounterHook also warns, at most 5 times, when the step did not move:
 // on such a step `act` runs TF's whole after_run, so the warning is TF's own
 // log line. after_create_session and end are TF's own. The caller hands
@@ -125,13 +130,16 @@ class GlobalStepGatedHook : public Hook {
                                       std::optional<int64_t> timer_last_step,
                                       double timer_last_time)>;
   using LifecycleFn = std::function<void()>;
+  using PollFn = std::function<bool()>;
+  using ReportFn = std::function<bool()>;  // returns whether stop was requested
   static constexpr double kMaxRecordDelay = 0.1;  // seconds
 
-  // Exactly one of `on_trigger` and `record` is set.
+  // Exactly one of `on_trigger` and `record` is set; `background_ended` and
+  // `report` are both set or neither.
   GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer, int64_t steps_per_run,
                       bool track_stuck_step, std::optional<int64_t> last_step, ActFn act,
                       TriggerFn on_trigger, RecordFn record, LifecycleFn after_create_session,
-                      LifecycleFn end);
+                      LifecycleFn end, PollFn background_ended = {}, ReportFn report = {});
   void after_create_session(const SessionRunner& session) override;
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
@@ -162,6 +170,8 @@ class GlobalStepGatedHook : public Hook {
   TriggerFn on_trigger_;
   RecordFn record_;
   LifecycleFn after_create_session_, end_;
+  PollFn background_ended_;
+  ReportFn report_;
   // Rates waiting for `record`, and whether the timer moved since the last
   // hand-over. Guarded: two threads may step one session.
   std::mutex rates_mu_;

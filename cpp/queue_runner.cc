@@ -2,13 +2,12 @@
 
 #include <algorithm>
 
+#include "native_threads.h"
 #include "tf_status.h"
 
 namespace fastmts {
 
 namespace {
-std::atomic<int> g_live_threads{0};
-
 // Ends a thread's life in its own flag and the count; both were set alive
 // before the thread started, so a thread is never seen alive but uncounted.
 class AliveScope {
@@ -16,7 +15,7 @@ class AliveScope {
   explicit AliveScope(std::atomic<bool>* flag) : flag_(flag) {}
   ~AliveScope() {
     flag_->store(false, std::memory_order_release);
-    --g_live_threads;
+    note_native_thread_ended();
   }
 
  private:
@@ -32,8 +31,6 @@ RunRequest target_only(TF_Operation* op) {
 }
 }  // namespace
 
-int live_native_threads() { return g_live_threads.load(); }
-
 QueueRunnerThreads::QueueRunnerThreads(TF_Session* session, QueueRunnerSpec spec,
                                        std::shared_ptr<Coordinator> coordinator)
     : session_(session),
@@ -43,7 +40,7 @@ QueueRunnerThreads::QueueRunnerThreads(TF_Session* session, QueueRunnerSpec spec
   const size_t n = spec_.enqueue_ops.size() + (spec_.cancel_op ? 1 : 0);
   for (size_t i = 0; i < n; ++i) {
     alive_.push_back(std::make_unique<std::atomic<bool>>(true));
-    ++g_live_threads;
+    note_native_thread_started();
     names_.push_back(spec_.name + (i < spec_.enqueue_ops.size() ? "/enqueue-" + std::to_string(i)
                                                                 : std::string("/close-on-stop")));
   }

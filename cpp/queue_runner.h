@@ -25,9 +25,6 @@ struct QueueRunnerSpec {
   std::vector<int> queue_closed_codes;     // TF error codes meaning "closed"
 };
 
-// Native threads alive in the process (tests check none outlive a session).
-int live_native_threads();
-
 class QueueRunnerThreads {
  public:
   // Starts the threads. The session must stay open until they are joined.

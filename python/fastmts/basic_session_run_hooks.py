@@ -16,6 +16,7 @@ from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
 from fastmts import _native
 from fastmts import _tensorflow
+from fastmts import async_checkpoint as async_checkpoint_lib
 from fastmts import fetches as fetches_lib
 from fastmts import checkpoint_saver
 from fastmts.session_run_hook import SessionRunArgs
@@ -27,7 +28,6 @@ NanTensorHook = _tf_hooks.NanTensorHook
 LoggingTensorHook = _tf_hooks.LoggingTensorHook
 NanLossDuringTrainingError = _tf_hooks.NanLossDuringTrainingError
 SecondOrStepTimer = _tf_hooks.SecondOrStepTimer
-CheckpointSaverHook = _tf_hooks.CheckpointSaverHook
 CheckpointSaverListener = _tf_hooks.CheckpointSaverListener
 StepCounterHook = _tf_hooks.StepCounterHook
 SummarySaverHook = _tf_hooks.SummarySaverHook
@@ -35,6 +35,42 @@ GlobalStepWaiterHook = _tf_hooks.GlobalStepWaiterHook
 FinalOpsHook = _tf_hooks.FinalOpsHook
 FeedFnHook = _tf_hooks.FeedFnHook
 ProfilerHook = _tf_hooks.ProfilerHook
+
+
+class CheckpointSaverHook(_tf_hooks.CheckpointSaverHook):
+  """TF's CheckpointSaverHook (same arguments, files and log lines), with
+  one fastmts argument:
+
+    async_checkpoint: keyword only, default False. When True, a save only
+      takes a snapshot of the saved variables at that step, and a native
+      thread writes the checkpoint (the same files, TF's own save ops); see
+      fastmts/async_checkpoint.py for exactly where that differs.
+
+  Its session-side methods are fastmts's (native graph.pbtxt, the meta graph
+  exported once), whichever monitored session runs it.
+  """
+
+  def __init__(self, checkpoint_dir, save_secs=None, save_steps=None, saver=None,
+               checkpoint_basename='model.ckpt', scaffold=None, listeners=None,
+               save_graph_def=True, *, async_checkpoint=False):
+    super().__init__(checkpoint_dir, save_secs=save_secs, save_steps=save_steps, saver=saver,
+                     checkpoint_basename=checkpoint_basename, scaffold=scaffold,
+                     listeners=listeners, save_graph_def=save_graph_def)
+    self._fastmts_async = async_checkpoint_lib.AsyncCheckpoints() if async_checkpoint else None
+
+  def after_create_session(self, session, coord):
+    checkpoint_saver.after_create_session(self, session)
+
+  def before_run(self, run_context):
+    if self._fastmts_async is not None and self._fastmts_async.deliver(wait=False):
+      run_context.request_stop()
+    return super().before_run(run_context)
+
+  def _save(self, session, step):
+    return checkpoint_saver.save(self, session, step)
+
+  def end(self, session):
+    checkpoint_saver.end(self, session)
 
 
 def _optional_float(value):
@@ -224,13 +260,15 @@ class _NativeGlobalStepGated:
           checkpoint_saver.end(hook, owner.tf_sess)
 
     last = getattr(hook, '_last_global_step', None) if is_step_counter else None
+    writes = None if is_step_counter else getattr(hook, '_fastmts_async', None)
     self.native = _native.GlobalStepGatedHook(
         *_output(step),
         _optional_float(timer._every_secs), _optional_float(timer._every_steps),  # pylint: disable=protected-access
         int(hook._steps_per_run), is_step_counter,  # pylint: disable=protected-access
         None if last is None else int(last), act,
         None if is_step_counter else save, record if is_step_counter else None,
-        after_create_session, end)
+        after_create_session, end, writer=None if writes is None else writes.native,
+        on_written=None if writes is None else lambda: writes.deliver(wait=False))
 
   def hand_back(self):
     # StepCounterHook's _last_global_step moves every step, natively only.
@@ -351,6 +389,7 @@ _NATIVE_OF_CLASS = {
     _tf_hooks.NanTensorHook: _NativeNanTensor,
     _tf_hooks.LoggingTensorHook: _NativeLoggingTensor,
     _tf_hooks.CheckpointSaverHook: _NativeGlobalStepGated,
+    CheckpointSaverHook: _NativeGlobalStepGated,
     _tf_hooks.StepCounterHook: _NativeGlobalStepGated,
     _tf_hooks.SummarySaverHook: _NativeStepScheduled,
     _tf_hooks.ProfilerHook: _NativeStepScheduled,

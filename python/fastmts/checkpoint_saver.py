@@ -50,24 +50,47 @@ def after_create_session(hook, session):
 
 
 def end(hook, session):
-  """TF's CheckpointSaverHook.end."""
+  """TF's CheckpointSaverHook.end (with any asynchronous write waited for)."""
   # pylint: disable=protected-access
+  writes = getattr(hook, '_fastmts_async', None)
+  if writes is not None:
+    writes.deliver(wait=True)
   last_step = session.run(hook._global_step_tensor)
   if last_step != hook._timer.last_triggered_step():
     save(hook, session, last_step)
+    if writes is not None:
+      writes.deliver(wait=True)
   for listener in hook._listeners:
     listener.end(session, last_step)
 
 
 def save(hook, session, step):
-  """TF's CheckpointSaverHook._save: saves, returns should_stop."""
+  """TF's CheckpointSaverHook._save: saves, returns should_stop. With
+  asynchronous checkpoints (async_checkpoint.py) the previous write's
+  after_save is delivered first and this one's once it is written."""
   # pylint: disable=protected-access
+  writes = getattr(hook, '_fastmts_async', None)
+  should_stop = writes is not None and writes.deliver(wait=True)
   logging.info('Calling checkpoint listeners before saving checkpoint %d...', step)
   for listener in hook._listeners:
     listener.before_save(session, step)
 
   logging.info('Saving checkpoints for %d into %s.', step, hook._save_path)
+  if writes is not None and writes.can_save(hook, session):
+    saver = hook._get_saver()
+    meta_graph_def = None
+    if hook._save_graph_def:
+      meta_graph_def = _meta_graph_def(hook, saver, session.graph)
+    writes.save(hook, session, step, _checkpoint_file(saver, hook._save_path, step),
+                meta_graph_def)
+    return should_stop
   _saver_save(hook, session, step)
+  return after_save(hook, session, step) or should_stop
+
+
+def after_save(hook, session, step):
+  """The end of TF's CheckpointSaverHook._save, once the files are written."""
+  # pylint: disable=protected-access
   hook._summary_writer.add_session_log(
       SessionLog(status=SessionLog.CHECKPOINT, checkpoint_path=hook._save_path), step)
   logging.info('Calling checkpoint listeners after saving checkpoint %d...', step)
@@ -91,21 +114,33 @@ def _saver_save(hook, session, step):
                write_meta_graph=hook._save_graph_def)
     return
   saver.save(session, hook._save_path, global_step=step, write_meta_graph=False)
-  # Saver.save's own meta graph step, after the checkpoint and its state
-  # file, named from the same prefix (global_step appended as TF does).
-  if saver._pad_step_number:
-    checkpoint_file = '%s-%s' % (hook._save_path, '{:08d}'.format(step))
-  else:
-    checkpoint_file = '%s-%d' % (hook._save_path, step)
-  filename = checkpoint_management.meta_graph_filename(checkpoint_file, meta_graph_suffix='meta')
+  # Saver.save's own meta graph step, after the checkpoint and its state file.
+  filename = checkpoint_management.meta_graph_filename(
+      _checkpoint_file(saver, hook._save_path, step), meta_graph_suffix='meta')
+  graph_io.write_graph(_meta_graph_def(hook, saver, graph), os.path.dirname(filename),
+                       os.path.basename(filename), as_text=False)
+
+
+def _checkpoint_file(saver, save_path, step):
+  """The checkpoint prefix Saver.save names from save_path and global_step."""
+  if saver._pad_step_number:  # pylint: disable=protected-access
+    return '%s-%s' % (save_path, '{:08d}'.format(step))
+  return '%s-%d' % (save_path, step)
+
+
+def _meta_graph_def(hook, saver, graph):
+  """saver.export_meta_graph() of `graph` as it is now, exported again only
+  when what a finalized graph's MetaGraphDef can change with changed."""
+  if not graph.finalized:
+    with graph.as_default():
+      return saver.export_meta_graph()
   fingerprint = _fingerprint(graph, saver)
   cached = _meta_graphs.get(hook)
   if cached is None or cached[0] != fingerprint:
     with graph.as_default():
       cached = (fingerprint, saver.export_meta_graph())
     _meta_graphs[hook] = cached
-  graph_io.write_graph(cached[1], os.path.dirname(filename), os.path.basename(filename),
-                       as_text=False)
+  return cached[1]
 
 
 def _fingerprint(graph, saver):

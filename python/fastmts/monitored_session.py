@@ -21,6 +21,8 @@ from tensorflow.python.training import queue_runner_impl
 from tensorflow.python.util import function_utils
 
 from fastmts import _native
+from fastmts import async_checkpoint as async_checkpoint_lib
+from fastmts import basic_session_run_hooks as fastmts_hooks
 from fastmts import errors as fastmts_errors
 from fastmts import fetches as fetches_lib
 from fastmts.coordinator import Coordinator
@@ -70,7 +72,11 @@ def _summary_saver_hook(scaffold, summary_dir, save_summaries_steps, save_summar
 
 
 def _checkpoint_saver_hook(scaffold, checkpoint_dir, save_checkpoint_steps,
-                           save_checkpoint_secs, save_graph_def):
+                           save_checkpoint_secs, save_graph_def, async_checkpoint):
+  if async_checkpoint:  # fastmts's form of the hook
+    return fastmts_hooks.CheckpointSaverHook(
+        checkpoint_dir, save_steps=save_checkpoint_steps, save_secs=save_checkpoint_secs,
+        scaffold=scaffold, save_graph_def=save_graph_def, async_checkpoint=True)
   return basic_session_run_hooks.CheckpointSaverHook(
       checkpoint_dir, save_steps=save_checkpoint_steps, save_secs=save_checkpoint_secs,
       scaffold=scaffold, save_graph_def=save_graph_def)
@@ -85,7 +91,7 @@ def _create_monitored_session_with_worker_context(
     save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
     config=None, stop_grace_period_secs=120, log_step_count_steps=100, max_wait_secs=7200,
     save_checkpoint_steps=None, summary_dir=None, save_graph_def=True, recovery=None,
-    end_on_interrupt=False):
+    end_on_interrupt=False, async_checkpoint=False):
   """MonitoredTrainingSession under a distribute-coordinator worker context:
   TF's rules for which task writes summaries and checkpoints, and where."""
   all_hooks = list(hooks or [])
@@ -128,7 +134,8 @@ def _create_monitored_session_with_worker_context(
                       if checkpoint_dir else None)
     if checkpoints_to and _saves(save_checkpoint_steps, save_checkpoint_secs):
       all_hooks.append(_checkpoint_saver_hook(scaffold, checkpoints_to, save_checkpoint_steps,
-                                              save_checkpoint_secs, save_graph_def))
+                                              save_checkpoint_secs, save_graph_def,
+                                              async_checkpoint))
   logging.info('all_hooks %r', all_hooks)
   session_creator = worker_context.session_creator(
       scaffold, config=config, checkpoint_dir=checkpoint_dir, max_wait_secs=max_wait_secs)
@@ -156,11 +163,15 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     save_graph_def=True,
     *,
     recovery=None,
-    end_on_interrupt=False):
+    end_on_interrupt=False,
+    async_checkpoint=False):
   """Creates a `MonitoredSession` for training, as
   `tf.compat.v1.train.MonitoredTrainingSession` does.
 
   fastmts only, keyword arguments:
+    async_checkpoint: the checkpoints of `checkpoint_dir` are written by a
+      native thread from a snapshot taken at the save's step (see
+      fastmts.CheckpointSaverHook); off by default, as TF.
     recovery: a RecoveryPolicy bounding re-creations of a preempted session,
       with backoff; None retries forever, as TF.
     end_on_interrupt: when the `with` block ends by KeyboardInterrupt (Ctrl-C),
@@ -202,7 +213,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
         config=config, stop_grace_period_secs=stop_grace_period_secs,
         log_step_count_steps=log_step_count_steps, max_wait_secs=max_wait_secs,
         save_checkpoint_steps=save_checkpoint_steps, summary_dir=summary_dir,
-        save_graph_def=save_graph_def, recovery=recovery, end_on_interrupt=end_on_interrupt)
+        save_graph_def=save_graph_def, recovery=recovery, end_on_interrupt=end_on_interrupt,
+        async_checkpoint=async_checkpoint)
 
   if not is_chief:
     session_creator = WorkerSessionCreator(
@@ -223,7 +235,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
                                            save_summaries_secs))
   if checkpoint_dir and _saves(save_checkpoint_steps, save_checkpoint_secs):
     all_hooks.append(_checkpoint_saver_hook(scaffold, checkpoint_dir, save_checkpoint_steps,
-                                            save_checkpoint_secs, save_graph_def))
+                                            save_checkpoint_secs, save_graph_def,
+                                            async_checkpoint))
   if hooks:
     all_hooks.extend(hooks)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
@@ -715,6 +728,7 @@ class _CoordinatedSession:
       return
     tf_sess = hooked.tf_sess
     hooked.detach()  # native code must not hold the session past its close
+    async_checkpoint_lib.wait_for_writes_on(tf_sess)  # its save op runs on the session
     try:
       tf_sess.close()
     except _PREEMPTION_ERRORS as e:

@@ -1,0 +1,71 @@
+#include "checkpoint_writer.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "native_threads.h"
+
+namespace fastmts {
+
+CheckpointWriter::~CheckpointWriter() { wait(); }
+
+void CheckpointWriter::wait() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void CheckpointWriter::take_outcome() {
+  if (!has_outcome_.exchange(false, std::memory_order_acq_rel)) return;
+  wait();  // the thread is past its last use of anything but its own count
+  std::exception_ptr error = std::move(error_);
+  error_ = nullptr;
+  if (error) std::rethrow_exception(error);
+}
+
+void CheckpointWriter::write(const SessionRunner& runner, SavePlanPtr plan,
+                             const std::string& prefix, std::shared_ptr<void> keep_alive,
+                             FinishFn finish) {
+  wait();
+  if (has_outcome()) throw std::logic_error("fastmts: the previous checkpoint write's outcome was not taken");
+
+  // The snapshot: one run fetching what the save ops would read now.
+  static const std::vector<TF_Output> kNoInputs;
+  static const std::vector<TF_Tensor*> kNoValues;
+  static const std::vector<TF_Operation*> kNoTargets;
+  RunResult snapshot;
+  runner.run(kNoInputs, kNoValues, plan->saved, kNoTargets, std::string(), false, &snapshot,
+             &plan->copy_at_snapshot);
+
+  TensorPtr filename = tensor_from_strings({}, {prefix});
+  TF_Session* session = runner.session();
+  in_flight_.store(true, std::memory_order_release);
+  note_native_thread_started();
+  thread_ = std::thread([this, session, plan = std::move(plan), filename = std::move(filename),
+                         values = std::move(snapshot.outputs), keep_alive = std::move(keep_alive),
+                         finish = std::move(finish)]() mutable {
+    std::exception_ptr error;
+    try {
+      std::vector<TF_Output> inputs{plan->filename};
+      inputs.insert(inputs.end(), plan->saved.begin(), plan->saved.end());
+      std::vector<TF_Tensor*> input_values{filename.get()};
+      for (const SharedTensor& v : values) input_values.push_back(v.get());
+      static const std::vector<TF_Output> kNoFetches;
+      RunResult unused;
+      SessionRunner(session).run(inputs, input_values, kNoFetches, {plan->save}, std::string(),
+                                 false, &unused);
+      values.clear();  // the snapshot's memory goes before the bookkeeping
+      finish();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    // Released here, on this thread (their owners take the GIL themselves).
+    values.clear();
+    finish = nullptr;
+    keep_alive.reset();
+    error_ = std::move(error);
+    has_outcome_.store(true, std::memory_order_release);
+    in_flight_.store(false, std::memory_order_release);
+    note_native_thread_ended();
+  });
+}
+
+}  // namespace fastmts
