@@ -20,6 +20,7 @@ advances it; fastmts's native timers must follow it unasked, as TF's do.
 
 import contextlib
 import itertools
+import tempfile
 import json
 import os
 import re
@@ -43,7 +44,7 @@ _unique = itertools.count()
 # TF's hook classes that fastmts re-exports under the same names.
 _STOCK_HOOK_NAMES = [
     'SummarySaverHook', 'FinalOpsHook', 'FeedFnHook', 'GlobalStepWaiterHook',
-    'ProfilerHook', 'CheckpointSaverHook', 'CheckpointSaverListener',
+    'ProfilerHook', 'CheckpointSaverListener',
     'StepCounterHook', 'StopAtStepHook', 'NanTensorHook', 'LoggingTensorHook',
     'SecondOrStepTimer', 'NanLossDuringTrainingError',
 ]
@@ -199,6 +200,18 @@ def test_stock_hook_classes_reexported(check):
             for name in _STOCK_HOOK_NAMES]
 
   check(scenario, expected=[(name, True) for name in _STOCK_HOOK_NAMES])
+
+
+def test_checkpoint_saver_hook_is_tfs_class_or_its_fastmts_form(check):
+  """fastmts's CheckpointSaverHook subclasses TF's (it adds async_checkpoint)."""
+
+  def scenario(impl, workdir):
+    del workdir
+    cls = impl.CheckpointSaverHook
+    return issubclass(cls, v1.train.CheckpointSaverHook), isinstance(
+        cls(tempfile.mkdtemp(), save_steps=1), v1.train.CheckpointSaverHook)
+
+  check(scenario, expected=(True, True))
 
 
 # ---------------------------------------------------------------------------

@@ -41,7 +41,7 @@ import weakref
 from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.framework import errors as tf_errors
 from tensorflow.python.platform import gfile
-from tensorflow.python.training import checkpoint_management
+from tensorflow.python.checkpoint import checkpoint_management
 from tensorflow.python.training import saver as saver_lib
 
 from fastmts import _native

@@ -23,7 +23,7 @@ from tensorflow.core.util.event_pb2 import SessionLog
 from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
-from tensorflow.python.training import checkpoint_management
+from tensorflow.python.checkpoint import checkpoint_management
 from tensorflow.python.training import saver as saver_lib
 
 from fastmts import graph_io
