@@ -1,10 +1,10 @@
-"""Start and save costs on a large graph, stock TF and fastmts side by side.
+"""Start and save costs, stock TF and fastmts side by side.
 
-    python bench/start_save_bench.py [--layers 412] [--repeats 5]
+    python bench/start_save_bench.py [--layers 412] [--repeats 5] [--stall-mb 512]
 
-The graph: `--layers` layers, each a 3x3 variable, a matmul and a scalar
-summary (412 layers: about 7,000 ops). For each implementation, interleaved
-round by round, it prints medians of:
+Start and per-save cost on a large graph: `--layers` layers, each a 3x3
+variable, a matmul and a scalar summary (412 layers: about 7,000 ops). For
+each implementation, interleaved round by round, medians of:
 
   * creation: MonitoredTrainingSession(checkpoint_dir=...) until it returns
     (graph.pbtxt, the first checkpoint and its meta graph included);
@@ -13,8 +13,19 @@ round by round, it prints medians of:
     (save_checkpoint_steps=1), save_graph_def True / False, minus a step
     without a save.
 
-Asynchronous checkpoints (issue 17, item 3) are not built yet, so there is
-no stall row for them. Wall time on a shared machine: repeat, read medians.
+The training stall of checkpoint saves on a model of `--stall-mb` MB of
+variables (8 square float32 matrices; 512 MB: 8 x 4096x4096), trained by
+SGD on all of them (every step updates every byte), a save every
+`--save-every` steps: stock TF's synchronous saves, fastmts's synchronous
+ones and fastmts's asynchronous ones (async_checkpoint=True). Per save:
+
+  * save step: the step that saved, minus the median step of a run without
+    saves (what the save blocks the training thread for);
+  * cost: the whole run's time over a run without saves, per save (what the
+    saves cost training in all, steps slowed by a write in flight included);
+  * and the step rate between saves against a run without saves.
+
+Wall time on a shared machine: repeat, read medians.
 """
 import argparse
 import statistics
@@ -80,13 +91,83 @@ def save_cost(impl, layers, save_graph_def, steps=6):
   return with_save - plain
 
 
+def _stall_model(mb):
+  """8 square float32 variables of `mb` MB in all, and an SGD step on a
+  loss that reaches every element of each (a rank-1 gradient per matrix)."""
+  side = int((mb * 2 ** 20 / 8 / 4) ** 0.5)
+  x = tf.ones([1, side]) * 1e-3
+  h = x
+  for i in range(8):
+    w = v1.get_variable('big%d' % i, [side, side], initializer=v1.zeros_initializer())
+    h = tf.matmul(h, w) + x
+  loss = tf.reduce_sum(h)
+  return v1.train.GradientDescentOptimizer(1e-6).minimize(
+      loss, global_step=v1.train.get_or_create_global_step())
+
+
+def stall(impl, mb, steps, save_every, **kwargs):
+  """Seconds of each of `steps` steps (after 2 warm-up steps), with a save
+  every `save_every` steps (none when None); the saves' positions."""
+  with tf.Graph().as_default():
+    train = _stall_model(mb)
+    saving = save_every is not None
+    with impl.MonitoredTrainingSession(
+        checkpoint_dir=tempfile.mkdtemp() if saving else None,
+        save_checkpoint_steps=save_every if saving else None, save_checkpoint_secs=None,
+        save_summaries_steps=None, log_step_count_steps=None, **kwargs) as sess:
+      for _ in range(2):
+        sess.run(train)
+      times = []
+      for _ in range(steps):
+        t = time.perf_counter()
+        sess.run(train)
+        times.append(time.perf_counter() - t)
+      # Saves come after the steps whose global step is a multiple of
+      # save_every; the step index i has global step i + 3.
+      saves = [i for i in range(steps) if saving and (i + 3) % save_every == 0]
+  return times, saves
+
+
+def stall_rows(mb, steps, save_every, repeats):
+  """{(config, what): [value per round]}, rounds interleaved."""
+  import fastmts  # pylint: disable=g-import-not-at-top
+  configs = (('no saves', v1.train, None, {}),
+             ('stock, synchronous', v1.train, save_every, {}),
+             ('fastmts, synchronous', fastmts, save_every, {}),
+             ('fastmts, asynchronous', fastmts, save_every, {'async_checkpoint': True}))
+  rows = {}
+  for _ in range(repeats):
+    plain = None
+    for name, impl, every, kwargs in configs:
+      times, saves = stall(impl, mb, steps, every, **kwargs)
+      if every is None:
+        plain = times
+        continue
+      base = statistics.median(plain)
+      others = [t for i, t in enumerate(times) if i not in saves]
+      rows.setdefault((name, 'save step'), []).append(
+          statistics.median([times[i] for i in saves]) - base)
+      rows.setdefault((name, 'cost'), []).append((sum(times) - sum(plain)) / len(saves))
+      rows.setdefault((name, 'rate'), []).append(
+          (len(others) / sum(others)) / (len(plain) / sum(plain)))
+  return rows
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--layers', type=int, default=412)
   parser.add_argument('--repeats', type=int, default=5)
+  parser.add_argument('--stall-mb', type=int, default=512)
+  parser.add_argument('--stall-steps', type=int, default=40)
+  parser.add_argument('--save-every', type=int, default=10)
+  parser.add_argument('--only', choices=('start', 'stall'), default=None)
   args = parser.parse_args(argv)
   v1.disable_eager_execution()
   import fastmts  # pylint: disable=g-import-not-at-top
+  if args.only != 'start':
+    print_stall(args)
+  if args.only == 'stall':
+    return 0
   impls = (('stock', v1.train), ('fastmts', fastmts))
   rows = {}
   ops = None
@@ -110,6 +191,20 @@ def main(argv=None):
   print('| creation + first step | %.1f | %.1f | %.2fx |' % (
       start_stock * 1e3, start_ours * 1e3, start_ours / start_stock))
   return 0
+
+
+def print_stall(args):
+  rows = stall_rows(args.stall_mb, args.stall_steps, args.save_every, args.repeats)
+  print('TensorFlow %s, %d MB of variables, a save every %d steps, %d steps, %d interleaved '
+        'rounds, medians\n' % (tf.__version__, args.stall_mb, args.save_every, args.stall_steps,
+                               args.repeats))
+  print('| saves | save step (ms) | cost per save (ms) | step rate between saves |')
+  print('|---|---:|---:|---:|')
+  for name in ('stock, synchronous', 'fastmts, synchronous', 'fastmts, asynchronous'):
+    print('| %s | %.0f | %.0f | %.2fx |' % (
+        name, statistics.median(rows[(name, 'save step')]) * 1e3,
+        statistics.median(rows[(name, 'cost')]) * 1e3, statistics.median(rows[(name, 'rate')])))
+  print()
 
 
 if __name__ == '__main__':

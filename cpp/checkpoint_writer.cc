@@ -1,11 +1,19 @@
 #include "checkpoint_writer.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <stdexcept>
 #include <utility>
 
 #include "native_threads.h"
 
 namespace fastmts {
+namespace {
+// Linux niceness of a writer thread (per thread on Linux; 0 is the default).
+constexpr int kWriterNiceness = 10;
+}  // namespace
 
 CheckpointWriter::~CheckpointWriter() { wait(); }
 
@@ -42,6 +50,9 @@ void CheckpointWriter::write(const SessionRunner& runner, SavePlanPtr plan,
   thread_ = std::thread([this, session, plan = std::move(plan), filename = std::move(filename),
                          values = std::move(snapshot.outputs), keep_alive = std::move(keep_alive),
                          finish = std::move(finish)]() mutable {
+    // Below the training threads' priority: the write has until the next
+    // save to finish, the steps have none to spare.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kWriterNiceness);
     std::exception_ptr error;
     try {
       std::vector<TF_Output> inputs{plan->filename};
@@ -50,8 +61,11 @@ void CheckpointWriter::write(const SessionRunner& runner, SavePlanPtr plan,
       for (const SharedTensor& v : values) input_values.push_back(v.get());
       static const std::vector<TF_Output> kNoFetches;
       RunResult unused;
-      SessionRunner(session).run(inputs, input_values, kNoFetches, {plan->save}, std::string(),
-                                 false, &unused);
+      // The save ops run on this thread, not in the session's inter-op
+      // pool: a write of many MB would hold one of its (few) threads for
+      // the whole write, and the training steps would lose it meanwhile.
+      SessionRunner(session).run(inputs, input_values, kNoFetches, {plan->save},
+                                 kRunInCallerThread, false, &unused);
       values.clear();  // the snapshot's memory goes before the bookkeeping
       finish();
     } catch (...) {

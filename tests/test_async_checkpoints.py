@@ -367,6 +367,33 @@ def test_listeners_see_complete_files_at_after_save(check):
                  ('before_save', 7, False), ('after_save', 7, True), ('end', 7, True)]
 
 
+def test_close_by_an_exception_still_delivers_after_save(check):
+  """A `with` block ending by an exception skips end() (no final save), but
+  a write in flight is waited for and its listeners get after_save."""
+
+  def scenario(impl, workdir):
+    log = []
+    with tf.Graph().as_default():
+      train = _graph_plain()
+      hook = impl.CheckpointSaverHook(workdir, save_steps=3,
+                                      listeners=[_Listener(workdir, log)],
+                                      **_async_kwargs(impl))
+      try:
+        with impl.MonitoredSession(
+            session_creator=impl.ChiefSessionCreator(checkpoint_dir=workdir),
+            hooks=[hook]) as sess:
+          for _ in range(3):
+            sess.run(train)
+          raise KeyError('user code failed')
+      except KeyError:
+        pass
+    return log, _observed(_graph_plain, workdir)
+
+  log, result = check(scenario)
+  assert log[-2:] == [('before_save', 3, False), ('after_save', 3, True)]
+  assert result['latest'] == 'model.ckpt-3'
+
+
 def test_listener_stop_request_stops_training(fastmts, tmp_path):
   """after_save returning True stops training: in TF after the save's step;
   asynchronously after the step at which after_save runs (the first step

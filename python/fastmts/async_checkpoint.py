@@ -41,6 +41,7 @@ import weakref
 from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.framework import errors as tf_errors
 from tensorflow.python.platform import gfile
+from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.checkpoint import checkpoint_management
 from tensorflow.python.training import saver as saver_lib
 
@@ -73,9 +74,10 @@ class AsyncCheckpoints:
     self._plans = weakref.WeakKeyDictionary()  # saver -> ((graph id, SaverDef), SavePlan or None)
     _writers.add(self)
 
-  def session_in_flight(self):
+  def session_of_pending(self):
+    """The session of the write not delivered yet, or None."""
     pending = self._pending
-    return None if pending is None or not self.native.in_flight else pending.session
+    return None if pending is None else pending.session
 
   def wait(self):
     self.native.wait()
@@ -138,6 +140,17 @@ class AsyncCheckpoints:
     if error is not None:
       raise _as_saver_error(error, pending.save_path)
     return checkpoint_saver.after_save(pending.hook, pending.session, pending.step)
+
+  def settle(self):
+    """At a close that skips end() (an exception, a preemption): waits for
+    the write in flight and delivers it, since its listeners were told
+    before_save. Its error, or a listener's, is logged: the close has an
+    exception of its own to raise."""
+    try:
+      self.deliver(wait=True)
+    except Exception:  # pylint: disable=broad-except
+      logging.error('An asynchronous checkpoint write failed while its session was being '
+                    'closed.', exc_info=True)
 
   def _plan(self, saver, graph):
     if saver is None:
@@ -218,9 +231,9 @@ def _wait_for_all_writes():
     writer.wait()
 
 
-def wait_for_writes_on(session):
-  """Waits for the writes in flight on `session` (before it closes: the
-  save op runs on it)."""
+def settle_writes_on(session):
+  """Before `session` closes (the save ops run on it): waits for the writes
+  on it and delivers them (AsyncCheckpoints.settle)."""
   for writer in list(_writers):
-    if writer.session_in_flight() is session:
-      writer.wait()
+    if writer.session_of_pending() is session:
+      writer.settle()

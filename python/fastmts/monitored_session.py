@@ -728,7 +728,7 @@ class _CoordinatedSession:
       return
     tf_sess = hooked.tf_sess
     hooked.detach()  # native code must not hold the session past its close
-    async_checkpoint_lib.wait_for_writes_on(tf_sess)  # its save op runs on the session
+    async_checkpoint_lib.settle_writes_on(tf_sess)  # its save op runs on the session
     try:
       tf_sess.close()
     except _PREEMPTION_ERRORS as e:
