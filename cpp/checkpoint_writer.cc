@@ -52,7 +52,9 @@ void CheckpointWriter::write(const SessionRunner& runner, SavePlanPtr plan,
                          finish = std::move(finish)]() mutable {
     // Below the training threads' priority: the write has until the next
     // save to finish, the steps have none to spare.
+#ifdef __linux__  // niceness is per thread there
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kWriterNiceness);
+#endif
     std::exception_ptr error;
     try {
       std::vector<TF_Output> inputs{plan->filename};
