@@ -229,6 +229,34 @@ def test_save_graph_def_false_and_max_to_keep(check):
   assert not any(n.endswith('.meta') or n == 'graph.pbtxt' for n in result['files'])
 
 
+class _SaverSubclass(v1.train.Saver):
+  """A user's Saver: it may override save, so it saves synchronously."""
+
+
+@pytest.mark.parametrize('saver', ['subclass', 'v1_format'])
+def test_savers_it_cannot_snapshot_save_synchronously(check, saver):
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train = _graph_plain()
+      if saver == 'subclass':
+        made = _SaverSubclass(sharded=True)
+      else:
+        made = v1.train.Saver(write_version=v1.train.SaverDef.V1)
+      with impl.MonitoredTrainingSession(checkpoint_dir=workdir, scaffold=impl.Scaffold(saver=made),
+                                         save_checkpoint_steps=2, save_summaries_steps=None,
+                                         log_step_count_steps=None, **_async_kwargs(impl)) as sess:
+        for _ in range(5):
+          sess.run(train)
+          # Synchronous: each checkpoint is complete when its step returns.
+          step = int(sess.run(v1.train.get_global_step()))
+          assert tf.train.latest_checkpoint(workdir).endswith('-%d' % (step - step % 2))
+    return _observed(_graph_plain, workdir)
+
+  result = check(scenario)
+  assert _steps(result) == [0, 2, 4, 5]
+
+
 def test_save_checkpoint_secs_under_a_patched_clock(check):
   """save_checkpoint_secs: TF's timer on a clock the test moves 0.4 s a step."""
 
