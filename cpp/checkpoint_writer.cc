@@ -18,6 +18,7 @@ constexpr int kWriterNiceness = 10;
 CheckpointWriter::~CheckpointWriter() { wait(); }
 
 void CheckpointWriter::wait() {
+  std::lock_guard<std::mutex> lock(thread_mu_);
   if (thread_.joinable()) thread_.join();
 }
 
@@ -33,7 +34,8 @@ void CheckpointWriter::write(const SessionRunner& runner, SavePlanPtr plan,
                              const std::string& prefix, std::shared_ptr<void> keep_alive,
                              FinishFn finish) {
   wait();
-  if (has_outcome()) throw std::logic_error("fastmts: the previous checkpoint write's outcome was not taken");
+  if (has_outcome())
+    throw std::logic_error("fastmts: the previous checkpoint write's outcome was not taken");
 
   // The snapshot: one run fetching what the save ops would read now.
   static const std::vector<TF_Output> kNoInputs;
@@ -45,6 +47,7 @@ void CheckpointWriter::write(const SessionRunner& runner, SavePlanPtr plan,
 
   TensorPtr filename = tensor_from_strings({}, {prefix});
   TF_Session* session = runner.session();
+  std::lock_guard<std::mutex> lock(thread_mu_);  // joined by wait() above
   in_flight_.store(true, std::memory_order_release);
   note_native_thread_started();
   thread_ = std::thread([this, session, plan = std::move(plan), filename = std::move(filename),

@@ -16,6 +16,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,10 +52,11 @@ class CheckpointWriter {
   // and starts writing it to `prefix`. `keep_alive` (the session's owner)
   // and `finish` are released on the writer thread once the write ended.
   // The previous write's outcome must have been taken (std::logic_error).
+  // Called from one thread at a time (the training thread).
   void write(const SessionRunner& runner, SavePlanPtr plan, const std::string& prefix,
              std::shared_ptr<void> keep_alive, FinishFn finish);
 
-  // Blocks until no write is in flight.
+  // Blocks until no write is in flight (from any thread).
   void wait();
   bool in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   // Whether a write ended whose outcome was not taken yet (one atomic load:
@@ -65,6 +67,7 @@ class CheckpointWriter {
   void take_outcome();
 
  private:
+  std::mutex thread_mu_;  // joining and starting the thread: wait() may come from any thread
   std::thread thread_;
   std::atomic<bool> in_flight_{false};
   std::atomic<bool> has_outcome_{false};

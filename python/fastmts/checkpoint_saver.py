@@ -9,12 +9,17 @@ to 2.21), with two costs taken off them, the files unchanged:
   every save, which costs 5-12x the save itself on a large graph. Once the
   graph is finalized the only things that can change it are its
   collections and the saver's SaverDef, so the MetaGraphDef is kept with a
-  fingerprint of both (add_to_collection refuses on a finalized graph, but the
-  list get_collection_ref gives can still be changed) and written again (as TF writes it: serialized
-  deterministically, atomically) while they stay the same.
+  fingerprint of both (add_to_collection refuses on a finalized graph, but
+  the list get_collection_ref gives can still be changed) and written again
+  (as TF writes it: serialized deterministically, atomically) while they
+  stay the same.
 
 Only TF's exact `Saver` class is saved this way; any other saver (a
 subclass may override save or export) gets TF's `save` call unchanged.
+
+With fastmts's `CheckpointSaverHook(async_checkpoint=True)` a save starts a
+background write instead (async_checkpoint.py) and the end of `_save`
+(`after_save`) runs once the files are complete.
 """
 import os
 import weakref
