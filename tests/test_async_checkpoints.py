@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from unittest import mock
@@ -372,21 +371,32 @@ class _Listener(v1.train.CheckpointSaverListener):
     self.log.append(('end', int(global_step_value), self._complete(global_step_value)))
 
 
-def test_listeners_see_complete_files_at_after_save(check):
-
-  def scenario(impl, workdir):
-    log = []
-    with tf.Graph().as_default():
-      train = _graph_plain()
-      hook = impl.CheckpointSaverHook(workdir, save_steps=3,
-                                      listeners=[_Listener(workdir, log)],
-                                      **_async_kwargs(impl))
+def _run_with_listener(impl, workdir, steps, then_raise=None):
+  """`steps` steps of a MonitoredSession with a CheckpointSaverHook (every 3
+  steps) and a _Listener; `then_raise` raised in the `with` block after
+  them. Returns the listener's log."""
+  log = []
+  with tf.Graph().as_default():
+    train = _graph_plain()
+    hook = impl.CheckpointSaverHook(workdir, save_steps=3, listeners=[_Listener(workdir, log)],
+                                    **_async_kwargs(impl))
+    try:
       with impl.MonitoredSession(
           session_creator=impl.ChiefSessionCreator(checkpoint_dir=workdir),
           hooks=[hook]) as sess:
-        for _ in range(7):
+        for _ in range(steps):
           sess.run(train)
-    return log, _observed(_graph_plain, workdir)
+        if then_raise is not None:
+          raise then_raise
+    except KeyError:
+      pass
+  return log
+
+
+def test_listeners_see_complete_files_at_after_save(check):
+
+  def scenario(impl, workdir):
+    return _run_with_listener(impl, workdir, 7), _observed(_graph_plain, workdir)
 
   log, _ = check(scenario)
   assert log == [('begin',), ('before_save', 0, False), ('after_save', 0, True),
@@ -400,21 +410,7 @@ def test_close_by_an_exception_still_delivers_after_save(check):
   a write in flight is waited for and its listeners get after_save."""
 
   def scenario(impl, workdir):
-    log = []
-    with tf.Graph().as_default():
-      train = _graph_plain()
-      hook = impl.CheckpointSaverHook(workdir, save_steps=3,
-                                      listeners=[_Listener(workdir, log)],
-                                      **_async_kwargs(impl))
-      try:
-        with impl.MonitoredSession(
-            session_creator=impl.ChiefSessionCreator(checkpoint_dir=workdir),
-            hooks=[hook]) as sess:
-          for _ in range(3):
-            sess.run(train)
-          raise KeyError('user code failed')
-      except KeyError:
-        pass
+    log = _run_with_listener(impl, workdir, 3, then_raise=KeyError('user code failed'))
     return log, _observed(_graph_plain, workdir)
 
   log, result = check(scenario)
@@ -603,82 +599,3 @@ def test_recovery_after_preemption_while_a_write_is_in_flight(check):
   seen, sessions, result = check(scenario)
   assert seen == [1, 2, 3, 4, 5, 6, 7, 8] and sessions == 2
   assert result['contents']['model.ckpt-4']['w'][0][0] == 4.0
-
-
-# ---------------------------------------------------------------------------
-# SIGKILL during a background write
-# ---------------------------------------------------------------------------
-
-_KILL_CHILD = textwrap.dedent(r'''
-    import os, sys
-    os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'
-    import tensorflow as tf
-    import fastmts
-    tf.compat.v1.disable_eager_execution()
-    tf.get_logger().setLevel('ERROR')
-    v1 = tf.compat.v1
-    d, n = sys.argv[1], int(sys.argv[2])
-    with tf.Graph().as_default():
-      gs = v1.train.get_or_create_global_step()
-      big = v1.get_variable('big', [n], tf.float32, initializer=v1.zeros_initializer())
-      new = v1.assign_add(gs, 1)
-      with tf.control_dependencies([new]):
-        fill = v1.assign(big, tf.fill([n], tf.cast(new, tf.float32)))
-      train = tf.group(new, fill)
-      with fastmts.MonitoredTrainingSession(
-          checkpoint_dir=d, save_checkpoint_steps=1, save_summaries_steps=None,
-          log_step_count_steps=None, async_checkpoint=True,
-          hooks=[v1.train.StopAtStepHook(last_step=5000)]) as sess:
-        while not sess.should_stop():
-          sess.run(train)
-    print('FINISHED: never killed', flush=True)
-''')
-
-
-def test_sigkill_during_a_background_write_leaves_the_previous_checkpoint(fastmts, tmp_path):
-  """Killed while a write is in progress (its temporary shard directory
-  exists), at several moments of it: the latest checkpoint is a complete
-  earlier one, stock TF restores it, and its values are its step's."""
-  del fastmts  # imported by the children
-  n = 16 * 2 ** 20 // 4
-  outcomes = []
-  for delay in (0.0, 0.01, 0.03):
-    workdir = str(tmp_path / ('d%s' % delay))
-    os.makedirs(workdir)
-    log_path = workdir + '.log'
-    with open(log_path, 'wb') as log:
-      proc = subprocess.Popen([sys.executable, '-c', _KILL_CHILD, workdir, str(n)],
-                              env=child_env(), stdout=log, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL)
-    try:
-      deadline = time.monotonic() + 60
-      killed_mid_write = False
-      while time.monotonic() < deadline and proc.poll() is None:
-        names = os.listdir(workdir)
-        if (sum(name.endswith('.index') for name in names) >= 2 and
-            any(name.endswith('_temp') for name in names)):
-          time.sleep(delay)
-          killed_mid_write = any(name.endswith('_temp') for name in os.listdir(workdir))
-          proc.kill()
-          break
-        time.sleep(0.0005)
-    finally:
-      if proc.poll() is None:
-        proc.kill()
-      proc.wait(10)
-    with open(log_path, 'rb') as f:
-      tail = f.read()[-2000:]
-    assert proc.returncode == -9, tail
-    latest = tf.train.latest_checkpoint(workdir)
-    assert latest is not None, sorted(os.listdir(workdir))
-    step = int(latest.rsplit('-', 1)[1])
-    with tf.Graph().as_default():
-      big = v1.get_variable('big', [n], tf.float32)
-      gs = v1.train.get_or_create_global_step()
-      with v1.Session() as sess:
-        v1.train.Saver().restore(sess, latest)
-        values, restored_step = sess.run([big, gs])
-    assert restored_step == step
-    assert float(values.min()) == float(values.max()) == float(step)
-    outcomes.append(killed_mid_write)
-  assert any(outcomes), 'no kill landed while a write was in progress'

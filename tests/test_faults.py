@@ -18,7 +18,8 @@
   without it (and in TF) only the initial checkpoint exists (TF skips hooks'
   ``end()`` on exceptions).
 * SIGKILL during a checkpoint save (a child saving a 64 MB variable every
-  step with fastmts): the latest checkpoint is still restorable and a new
+  step with fastmts, synchronously and with asynchronous checkpoints): the
+  latest checkpoint is still restorable, holds its step's values, and a new
   monitored session resumes from it.
 """
 
@@ -648,7 +649,8 @@ _KILL_CHILD = textwrap.dedent(r'''
     tf.compat.v1.disable_eager_execution()
     tf.get_logger().setLevel('ERROR')
     v1 = tf.compat.v1
-    d, mb = sys.argv[1], int(sys.argv[2])
+    d, mb, async_checkpoint = sys.argv[1], int(sys.argv[2]), sys.argv[3] == 'async'
+    extra = {'async_checkpoint': True} if async_checkpoint else {}
     with tf.Graph().as_default():
       gs = v1.train.get_or_create_global_step()
       n = mb * 2 ** 20 // 4
@@ -661,7 +663,7 @@ _KILL_CHILD = textwrap.dedent(r'''
       with fastmts.MonitoredTrainingSession(
           checkpoint_dir=d, save_checkpoint_steps=1, save_summaries_steps=None,
           log_step_count_steps=None,
-          hooks=[v1.train.StopAtStepHook(last_step=2000)]) as sess:
+          hooks=[v1.train.StopAtStepHook(last_step=2000)], **extra) as sess:
         while not sess.should_stop():
           sess.run(train)
     print('FINISHED: never killed', flush=True)
@@ -686,14 +688,15 @@ class _KillTrial:
   after one was seen (if still in progress), 'random' at a random moment
   (up to 0.3 s) once 2 checkpoints exist."""
 
-  def __init__(self, workdir, how, seed):
+  def __init__(self, workdir, how, seed, async_checkpoint):
     self.dir = workdir
     self.how = how
     self.rng = random.Random(seed)
     self.log_path = workdir + '.log'
     with open(self.log_path, 'wb') as log:
       self.proc = subprocess.Popen(
-          [sys.executable, '-c', _KILL_CHILD, workdir, str(_BIG_MB)],
+          [sys.executable, '-c', _KILL_CHILD, workdir, str(_BIG_MB),
+           'async' if async_checkpoint else 'sync'],
           env=child_env(), stdout=log, stderr=subprocess.STDOUT,
           stdin=subprocess.DEVNULL)
     self.kill_at = None        # monotonic time to kill at, once decided
@@ -754,8 +757,9 @@ def _resume(fastmts, d):
   return step, float(first), float(last), after
 
 
+@pytest.mark.parametrize('async_checkpoint', [False, True], ids=['sync', 'async'])
 def test_sigkill_during_checkpoint_save_leaves_previous_restorable(
-    fastmts, tmp_path):
+    fastmts, tmp_path, async_checkpoint):
   hows = ['at_save_start', 'mid_save', 'random']
   trials = []
   try:
@@ -764,7 +768,7 @@ def test_sigkill_during_checkpoint_save_leaves_previous_restorable(
     for i, how in enumerate(hows):
       d = str(tmp_path / how)
       os.makedirs(d)
-      trials.append(_KillTrial(d, how, seed=i))
+      trials.append(_KillTrial(d, how, seed=i, async_checkpoint=async_checkpoint))
     deadline = time.monotonic() + 50
     pending = list(trials)
     while pending and time.monotonic() < deadline:
