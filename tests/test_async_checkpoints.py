@@ -558,24 +558,19 @@ def test_close_waits_for_the_write_and_leaves_no_thread(fastmts, tmp_path):
 
 
 class _PreemptOnce(v1.train.SessionRunHook):
-  """Raises AbortedError from after_run at the given global step, once:
-  as a preempted parameter server makes the chief's run fail."""
+  """Raises AbortedError from the after_run of the `at_run`-th run, once:
+  as a preempted parameter server makes the chief's run fail. (Counted in
+  runs: a read of the global step in the same run races its increment.)"""
 
-  def __init__(self, at_step):
-    self.at_step, self.done, self.sessions = at_step, False, 0
-
-  def begin(self):
-    self.gs = v1.train.get_global_step()
+  def __init__(self, at_run):
+    self.at_run, self.runs, self.sessions = at_run, 0, 0
 
   def after_create_session(self, session, coord):
     self.sessions += 1
 
-  def before_run(self, run_context):
-    return v1.train.SessionRunArgs(self.gs)
-
   def after_run(self, run_context, run_values):
-    if not self.done and run_values.results + 1 >= self.at_step:
-      self.done = True
+    self.runs += 1
+    if self.runs == self.at_run:
       raise tf.errors.AbortedError(None, None, 'preempted')
 
 
