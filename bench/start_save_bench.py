@@ -1,6 +1,7 @@
 """Start and save costs, stock TF and fastmts side by side.
 
     python bench/start_save_bench.py [--layers 412] [--repeats 5] [--stall-mb 512]
+                                     [--stall-secs 14] [--save-secs 4] [--only start|stall]
 
 Start and per-save cost on a large graph: `--layers` layers, each a 3x3
 variable, a matmul and a scalar summary (412 layers: about 7,000 ops). For
@@ -14,8 +15,8 @@ each implementation, interleaved round by round, medians of:
     without a save.
 
 The training stall of checkpoint saves on a model of `--stall-mb` MB of
-variables (8 square float32 matrices; 512 MB: 8 x 4096x4096), a save every
-`--save-every` steps, twice: the big variables read only (a small head
+variables (8 square float32 matrices; 512 MB: 8 x 4096x4096), `--stall-secs`
+of training with a CheckpointSaverHook save every `--save-secs`, twice: the big variables read only (a small head
 trained on top), then trained by SGD (every step updates every byte). For
 stock TF's synchronous saves, fastmts's synchronous ones and fastmts's
 asynchronous ones (async_checkpoint=True), per save:
@@ -25,14 +26,18 @@ asynchronous ones (async_checkpoint=True), per save:
   * cost: the run's time over its median step times its steps, per save
     (what the saves cost training in all, steps slowed by a write in flight
     included);
-  * and the step rate of the steps between saves against a run without saves.
+  * the step rate of the steps between saves against a run without saves;
+  * the peak resident memory during the steps over that before them (the
+    snapshot, and the page cache is not counted).
 
 Wall time on a shared machine: repeat, read medians.
 """
 import argparse
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 import tensorflow as tf
@@ -113,56 +118,98 @@ def _stall_model(mb, train_all):
       loss, global_step=v1.train.get_or_create_global_step())
 
 
-def stall(impl, mb, train_all, steps, save_every, **kwargs):
-  """Seconds of each of `steps` steps (after 2 warm-up steps), with a save
-  every `save_every` steps (none when None); the saves' positions."""
+class _PeakRss:
+  """The peak resident set size while it runs (sampled every 5 ms)."""
+
+  def __enter__(self):
+    self.peak, self._done = _rss(), threading.Event()
+    self._thread = threading.Thread(target=self._sample, daemon=True)
+    self._thread.start()
+    return self
+
+  def _sample(self):
+    while not self._done.wait(0.005):
+      self.peak = max(self.peak, _rss())
+
+  def __exit__(self, *exc_info):
+    self._done.set()
+    self._thread.join()
+
+
+def _rss():
+  with open('/proc/self/statm') as f:
+    return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+
+
+class _SavedSteps(v1.train.CheckpointSaverListener):
+  """The global steps saved."""
+
+  def __init__(self):
+    self.steps = []
+
+  def before_save(self, session, global_step_value):
+    self.steps.append(int(global_step_value))
+
+
+def stall(impl, hook_class, mb, train_all, seconds, save_secs, **kwargs):
+  """Seconds of each step of `seconds` of training (after 2 warm-up steps)
+  in `impl`'s MonitoredTrainingSession, with a `hook_class` save every
+  `save_secs` (none when None); the indexes of the steps that saved; the
+  peak RSS during the steps over that before them."""
   with tf.Graph().as_default():
     train = _stall_model(mb, train_all)
-    saving = save_every is not None
-    checkpoint_dir = tempfile.mkdtemp() if saving else None
+    saved = _SavedSteps()
+    checkpoint_dir = tempfile.mkdtemp()
+    hooks = []
+    if save_secs is not None:
+      hooks.append(hook_class(checkpoint_dir, save_secs=save_secs, listeners=[saved], **kwargs))
     with impl.MonitoredTrainingSession(
-        checkpoint_dir=checkpoint_dir,
-        save_checkpoint_steps=save_every if saving else None, save_checkpoint_secs=None,
-        save_summaries_steps=None, log_step_count_steps=None, **kwargs) as sess:
+        checkpoint_dir=checkpoint_dir, save_checkpoint_steps=None, save_checkpoint_secs=None,
+        save_summaries_steps=None, log_step_count_steps=None, chief_only_hooks=hooks) as sess:
       for _ in range(2):
         sess.run(train)
       # The checkpoint of session creation may still be written (async):
       # its cost belongs to the start, not to the saves measured here.
-      while saving and tf.train.latest_checkpoint(checkpoint_dir) is None:
+      while hooks and tf.train.latest_checkpoint(checkpoint_dir) is None:
         time.sleep(0.01)
       times = []
-      for _ in range(steps):
-        t = time.perf_counter()
-        sess.run(train)
-        times.append(time.perf_counter() - t)
-      # Saves come after the steps whose global step is a multiple of
-      # save_every; the step index i has global step i + 3.
-      saves = [i for i in range(steps) if saving and (i + 3) % save_every == 0]
-  return times, saves
+      before = _rss()
+      with _PeakRss() as rss:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+          t = time.perf_counter()
+          sess.run(train)
+          times.append(time.perf_counter() - t)
+  # The timed step with index i made the global step i + 3.
+  saves = [step - 3 for step in saved.steps if 0 <= step - 3 < len(times)]
+  return times, saves, rss.peak - before
 
 
-def stall_rows(mb, train_all, steps, save_every, repeats):
+def stall_rows(mb, train_all, seconds, save_secs, repeats):
   """{(config, what): [value per round]}, rounds interleaved.
 
   A run's own median step is its baseline (most of its steps are far from
   any save), so the per-save figures do not ride on drift between runs;
   the step rate is against the run without saves of the same round."""
   import fastmts  # pylint: disable=g-import-not-at-top
-  configs = (('no saves', v1.train, None, {}),
-             ('stock, synchronous', v1.train, save_every, {}),
-             ('fastmts, synchronous', fastmts, save_every, {}),
-             ('fastmts, asynchronous', fastmts, save_every, {'async_checkpoint': True}))
+  configs = (('no saves', v1.train, None, None, {}),
+             ('stock, synchronous', v1.train, v1.train.CheckpointSaverHook, save_secs, {}),
+             ('fastmts, synchronous', fastmts, v1.train.CheckpointSaverHook, save_secs, {}),
+             ('fastmts, asynchronous', fastmts, fastmts.CheckpointSaverHook, save_secs,
+              {'async_checkpoint': True}))
   rows = {}
   for _ in range(repeats):
     plain_rate = None
-    for name, impl, every, kwargs in configs:
-      times, saves = stall(impl, mb, train_all, steps, every, **kwargs)
+    for name, impl, hook_class, every, kwargs in configs:
+      times, saves, rss_growth = stall(impl, hook_class, mb, train_all, seconds, every, **kwargs)
       rows.setdefault((name, 'step'), []).append(statistics.median(times))
+      rows.setdefault((name, 'rss'), []).append(rss_growth)
       if every is None:
         plain_rate = len(times) / sum(times)
         continue
       base = statistics.median(times)
       others = [t for i, t in enumerate(times) if i not in saves]
+      rows.setdefault((name, 'saves'), []).append(len(saves))
       rows.setdefault((name, 'save step'), []).append(
           statistics.median([times[i] for i in saves]) - base)
       rows.setdefault((name, 'cost'), []).append((sum(times) - len(times) * base) / len(saves))
@@ -175,8 +222,8 @@ def main(argv=None):
   parser.add_argument('--layers', type=int, default=412)
   parser.add_argument('--repeats', type=int, default=5)
   parser.add_argument('--stall-mb', type=int, default=512)
-  parser.add_argument('--stall-steps', type=int, default=120)
-  parser.add_argument('--save-every', type=int, default=40)
+  parser.add_argument('--stall-secs', type=float, default=14)
+  parser.add_argument('--save-secs', type=float, default=4)
   parser.add_argument('--only', choices=('start', 'stall'), default=None)
   args = parser.parse_args(argv)
   v1.disable_eager_execution()
@@ -212,20 +259,21 @@ def main(argv=None):
 
 def print_stall(args):
   for train_all in (False, True):
-    rows = stall_rows(args.stall_mb, train_all, args.stall_steps, args.save_every, args.repeats)
-    print('TensorFlow %s, %d MB of variables, %s, a save every %d steps, %d steps a run, %d '
+    rows = stall_rows(args.stall_mb, train_all, args.stall_secs, args.save_secs, args.repeats)
+    print('TensorFlow %s, %d MB of variables, %s, a save every %g s, %g s a run, %d '
           'interleaved rounds, medians; a step without saves: %.0f ms\n' % (
               tf.__version__, args.stall_mb,
               'every byte updated every step' if train_all else 'read only (a head trained)',
-              args.save_every, args.stall_steps, args.repeats,
+              args.save_secs, args.stall_secs, args.repeats,
               statistics.median(rows[('no saves', 'step')]) * 1e3))
     print('| saves | save step, over the median step (ms) | cost per save, all steps (ms) | '
-          'step rate between saves, vs no saves |')
-    print('|---|---:|---:|---:|')
+          'step rate between saves, vs no saves | peak RSS over the start (MB) |')
+    print('|---|---:|---:|---:|---:|')
     for name in ('stock, synchronous', 'fastmts, synchronous', 'fastmts, asynchronous'):
-      print('| %s | %.0f | %.0f | %.2fx |' % (
+      print('| %s | %.0f | %.0f | %.2fx | %.0f |' % (
           name, statistics.median(rows[(name, 'save step')]) * 1e3,
-          statistics.median(rows[(name, 'cost')]) * 1e3, statistics.median(rows[(name, 'rate')])))
+          statistics.median(rows[(name, 'cost')]) * 1e3, statistics.median(rows[(name, 'rate')]),
+          statistics.median(rows[(name, 'rss')]) / 2 ** 20))
     print()
 
 

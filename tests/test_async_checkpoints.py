@@ -276,6 +276,29 @@ def test_save_checkpoint_secs_under_a_patched_clock(check):
   assert _steps(result) == [0, 3, 6, 9, 10]
 
 
+def test_on_a_grpc_session(fastmts, local_server, tmp_path):
+  """master= a gRPC server (the distributed runtime's session): the same
+  checkpoints as TF's synchronous saves there. Variables live in the
+  server's containers and outlive sessions, so each run names its own."""
+  observed = {}
+  for name, impl, kwargs in (('tf', TF_IMPL, {}), ('fastmts', fastmts, {'async_checkpoint': True})):
+    workdir = str(tmp_path / name)
+    with tf.Graph().as_default():
+      with v1.variable_scope('grpc_' + name):
+        train = _graph_plain()
+      with impl.MonitoredTrainingSession(master=local_server.target, checkpoint_dir=workdir,
+                                         save_checkpoint_steps=2, save_summaries_steps=None,
+                                         log_step_count_steps=None, **kwargs) as sess:
+        for _ in range(5):
+          sess.run(train)
+    state = tf.train.get_checkpoint_state(workdir)
+    observed[name] = (_checkpoint_files(workdir), _state(workdir), [
+        {key.split('/', 1)[-1]: value for key, value in _contents(p).items()}
+        for p in state.all_model_checkpoint_paths])
+  assert observed['fastmts'] == observed['tf']
+  assert len(observed['tf'][2]) == 4  # steps 0, 2, 4, 5
+
+
 def test_stock_monitored_session_runs_fastmts_async_hook(fastmts, tmp_path):
   """fastmts.CheckpointSaverHook(async_checkpoint=True) in TF's own
   MonitoredSession (its Python hook dispatch): the same checkpoints as

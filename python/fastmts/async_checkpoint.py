@@ -48,7 +48,6 @@ from tensorflow.python.training import saver as saver_lib
 from fastmts import _native
 from fastmts import checkpoint_saver
 from fastmts import errors
-from fastmts import graph_io
 from fastmts import python_hooked_session
 
 # Every writer alive, so that closing a session and leaving the interpreter
@@ -90,17 +89,15 @@ class AsyncCheckpoints:
   def save(self, hook, session, step, checkpoint_file, meta_graph):
     """Starts writing `step`'s checkpoint (the caller ran before_save and logged).
 
-    `meta_graph` is the MetaGraphDef to write as the `.meta` file, or None.
+    `meta_graph` is the serialized MetaGraphDef to write as the `.meta`
+    file, or None.
     """
     saver = hook._get_saver()  # pylint: disable=protected-access
     save_path_parent = os.path.dirname(hook._save_path)  # pylint: disable=protected-access
 
     def finish():  # on the writer thread, with the GIL, once the save op ran
       if meta_graph is not None:
-        filename = checkpoint_management.meta_graph_filename(checkpoint_file,
-                                                             meta_graph_suffix='meta')
-        graph_io.write_graph(meta_graph, os.path.dirname(filename), os.path.basename(filename),
-                             as_text=False)
+        checkpoint_saver.write_meta_graph(checkpoint_file, meta_graph)
       # What Saver.save does once its save op returned the prefix.
       saver._RecordLastCheckpoint(checkpoint_file)  # pylint: disable=protected-access
       checkpoint_management.update_checkpoint_state_internal(

@@ -33,7 +33,7 @@ from tensorflow.python.training import saver as saver_lib
 
 from fastmts import graph_io
 
-# hook -> (fingerprint, MetaGraphDef) of its last save with the meta graph.
+# hook -> (fingerprint, serialized MetaGraphDef) of its last save with the meta graph.
 _meta_graphs = weakref.WeakKeyDictionary()
 
 
@@ -83,11 +83,8 @@ def save(hook, session, step):
   logging.info('Saving checkpoints for %d into %s.', step, hook._save_path)
   if writes is not None and writes.can_save(hook, session):
     saver = hook._get_saver()
-    meta_graph_def = None
-    if hook._save_graph_def:
-      meta_graph_def = _meta_graph_def(hook, saver, session.graph)
-    writes.save(hook, session, step, _checkpoint_file(saver, hook._save_path, step),
-                meta_graph_def)
+    meta_graph = meta_graph_bytes(hook, saver, session.graph) if hook._save_graph_def else None
+    writes.save(hook, session, step, _checkpoint_file(saver, hook._save_path, step), meta_graph)
     return should_stop
   _saver_save(hook, session, step)
   return after_save(hook, session, step) or should_stop
@@ -120,10 +117,15 @@ def _saver_save(hook, session, step):
     return
   saver.save(session, hook._save_path, global_step=step, write_meta_graph=False)
   # Saver.save's own meta graph step, after the checkpoint and its state file.
-  filename = checkpoint_management.meta_graph_filename(
-      _checkpoint_file(saver, hook._save_path, step), meta_graph_suffix='meta')
-  graph_io.write_graph(_meta_graph_def(hook, saver, graph), os.path.dirname(filename),
-                       os.path.basename(filename), as_text=False)
+  write_meta_graph(_checkpoint_file(saver, hook._save_path, step),
+                   meta_graph_bytes(hook, saver, graph))
+
+
+def write_meta_graph(checkpoint_file, serialized):
+  """The .meta file of `checkpoint_file`, as Saver.save writes it."""
+  filename = checkpoint_management.meta_graph_filename(checkpoint_file, meta_graph_suffix='meta')
+  graph_io.write_serialized_graph(serialized, os.path.dirname(filename),
+                                  os.path.basename(filename))
 
 
 def _checkpoint_file(saver, save_path, step):
@@ -133,17 +135,18 @@ def _checkpoint_file(saver, save_path, step):
   return '%s-%d' % (save_path, step)
 
 
-def _meta_graph_def(hook, saver, graph):
-  """saver.export_meta_graph() of `graph` as it is now, exported again only
-  when what a finalized graph's MetaGraphDef can change with changed."""
+def meta_graph_bytes(hook, saver, graph):
+  """saver.export_meta_graph() of `graph` as it is now, serialized as TF
+  writes it; exported again only when what a finalized graph's
+  MetaGraphDef can change with changed."""
   if not graph.finalized:
     with graph.as_default():
-      return saver.export_meta_graph()
+      return saver.export_meta_graph().SerializeToString(deterministic=True)
   fingerprint = _fingerprint(graph, saver)
   cached = _meta_graphs.get(hook)
   if cached is None or cached[0] != fingerprint:
     with graph.as_default():
-      cached = (fingerprint, saver.export_meta_graph())
+      cached = (fingerprint, saver.export_meta_graph().SerializeToString(deterministic=True))
     _meta_graphs[hook] = cached
   return cached[1]
 

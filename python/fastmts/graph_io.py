@@ -101,13 +101,22 @@ def write_graph(graph_or_graph_def, logdir, name, as_text=True):
   else:
     graph_def = graph_or_graph_def
 
+  if as_text:
+    return _write(message_to_text(graph_def, _TF_FLOAT_FORMAT), logdir, name)
+  return _write(graph_def.SerializeToString(deterministic=True), logdir, name)
+
+
+def write_serialized_graph(serialized, logdir, name):
+  """tf.io.write_graph(..., as_text=False) of the message that serialized
+  deterministically to `serialized` (a caller that writes one message again
+  and again serializes it once)."""
+  return _write(serialized, logdir, name)
+
+
+def _write(contents, logdir, name):
   # gcs does not have the concept of directory at the moment.
   if not logdir.startswith('gs:'):
     file_io.recursive_create_dir(logdir)
   path = os.path.join(logdir, name)
-  if as_text:
-    file_io.atomic_write_string_to_file(path, message_to_text(graph_def, _TF_FLOAT_FORMAT))
-  else:
-    file_io.atomic_write_string_to_file(
-        path, graph_def.SerializeToString(deterministic=True))
+  file_io.atomic_write_string_to_file(path, contents)
   return path
