@@ -541,6 +541,9 @@ _SIGINT_CHILD = textwrap.dedent(r'''
         try:
           with impl.MonitoredTrainingSession(checkpoint_dir=d, hooks=hooks,
                                              **kwargs) as sess:
+            # After the first step (which builds the executor: slow on a
+            # loaded machine), so that the interrupt comes mid-training.
+            sess.run(train)
             timer.start()
             if loop == 'run':
               while not sess.should_stop():
