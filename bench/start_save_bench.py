@@ -34,6 +34,7 @@ Wall time on a shared machine: repeat, read medians.
 """
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -43,6 +44,17 @@ import time
 import tensorflow as tf
 
 v1 = tf.compat.v1
+
+
+_scratch = tempfile.TemporaryDirectory(prefix='fastmts-start-save-bench-')
+
+
+def _scratch_dir():
+  """A fresh checkpoint directory; the last one is removed first (a 512 MB
+  model keeps 5 checkpoints of 512 MB each), all of them at exit."""
+  for name in os.listdir(_scratch.name):
+    shutil.rmtree(os.path.join(_scratch.name, name), ignore_errors=True)
+  return tempfile.mkdtemp(dir=_scratch.name)
 
 
 def build(layers):
@@ -62,7 +74,7 @@ def start(impl, layers):
   with tf.Graph().as_default() as graph:
     train = build(layers)
     t0 = time.perf_counter()
-    sess = impl.MonitoredTrainingSession(checkpoint_dir=tempfile.mkdtemp(),
+    sess = impl.MonitoredTrainingSession(checkpoint_dir=_scratch_dir(),
                                          save_summaries_steps=None, log_step_count_steps=None)
     t1 = time.perf_counter()
     sess.run(train)
@@ -87,7 +99,7 @@ def save_cost(impl, layers, save_graph_def, steps=6):
   with tf.Graph().as_default():
     train = build(layers)
     with impl.MonitoredTrainingSession(
-        checkpoint_dir=tempfile.mkdtemp(), save_checkpoint_steps=1, save_summaries_steps=None,
+        checkpoint_dir=_scratch_dir(), save_checkpoint_steps=1, save_summaries_steps=None,
         log_step_count_steps=None, save_graph_def=save_graph_def) as sess:
       with_save = _median_step(sess, train, steps)
   with tf.Graph().as_default():
@@ -159,7 +171,7 @@ def stall(impl, hook_class, mb, train_all, seconds, save_secs, **kwargs):
   with tf.Graph().as_default():
     train = _stall_model(mb, train_all)
     saved = _SavedSteps()
-    checkpoint_dir = tempfile.mkdtemp()
+    checkpoint_dir = _scratch_dir()
     hooks = []
     if save_secs is not None:
       hooks.append(hook_class(checkpoint_dir, save_secs=save_secs, listeners=[saved], **kwargs))
