@@ -374,3 +374,50 @@ def test_collection_that_does_not_serialize_warns_as_in_tf(check):
       return _written(workdir, graph), at_start
 
   assert check(scenario)[1] == ['WARNING'] * 3  # the writer's, the record's, the first save's
+
+
+def _graph_with_unknown_dim():
+  """_graph() and a tensor of shape [?] whose dimension user code may set."""
+  train = _graph()
+  loose = v1.placeholder_with_default(tf.zeros([2]), shape=[None], name='loose')
+  return train, loose
+
+
+@pytest.mark.parametrize('where', ['init_fn', 'chief_only_hook'])
+def test_user_code_sets_a_shape_before_the_checkpoint_hook(check, where):
+  """User code between the Scaffold's finalize and the CheckpointSaverHook's
+  after_create_session refines a shape (allowed on a finalized graph): the
+  records and graph.pbtxt have the new shape, as in TF. (So the GraphDef
+  cannot be computed ahead, while the session initializes, unless no user
+  code runs in between.)"""
+
+  def scenario(impl, workdir):
+
+    class SetShape(impl.SessionRunHook):
+
+      def __init__(self, tensor):
+        self._tensor = tensor
+
+      def after_create_session(self, session, coord):
+        self._tensor.set_shape([2])
+
+    with tf.Graph().as_default() as graph:
+      train, loose = _graph_with_unknown_dim()
+      if where == 'init_fn':
+        scaffold = impl.Scaffold(init_fn=lambda scaffold, sess: loose.set_shape([2]))
+        hooks = []
+      else:
+        scaffold, hooks = None, [SetShape(loose)]
+      with impl.MonitoredTrainingSession(checkpoint_dir=workdir, scaffold=scaffold,
+                                         chief_only_hooks=hooks,
+                                         save_summaries_steps=None) as sess:
+        sess.run(train)
+      return _written(workdir, graph)
+
+  records, files, as_tf, _ = check(scenario)
+  assert all(as_tf.values()) and 'graph.pbtxt' in as_tf
+  pbtxt = files['graph.pbtxt']
+  loose = pbtxt[pbtxt.index('name: "loose"'):]
+  assert 'size: 2' in loose[:loose.index('node {')]  # its _output_shapes, refined
+  assert records[0][3][2] == pbtxt  # the after_create_session graph record
+
