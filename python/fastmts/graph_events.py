@@ -6,7 +6,10 @@ event, then the meta graph event) and again in each `add_graph`. On a
 7,000-op graph each takes some 45 ms. Nothing changes the graph between
 those calls, so fastmts computes it once and writes the same records: the
 same events (each Event is built and serialized as TF builds it), in the
-same order, with the same plugin assets written at the same point.
+same order, with the same plugin assets written at the same point. (TF
+serializes these GraphDefs and MetaGraphDefs non-deterministically: two
+as_graph_def() of one graph give different bytes, in TF alone too; the
+records are the same messages. tests/test_start_records.py compares them.)
 
 These mirror TF's FileWriter code (writer.py, unchanged from TF 2.12 to
 2.21) and lean on two of its private methods, `_write_plugin_assets` and
