@@ -1,9 +1,12 @@
 """CheckpointSaverHook's session-side methods, as fastmts runs the stock hook.
 
 TF's own `after_create_session`, `_save` and `end` (the same from TF 2.12
-to 2.21), with two costs taken off them, the files unchanged:
+to 2.21), with three costs taken off them, the files unchanged:
 
 * graph.pbtxt is printed natively (graph_io: the bytes of TF's write_graph);
+* after_create_session computes the GraphDef once for graph.pbtxt, the
+  graph and meta graph records and the first save's .meta, where TF
+  computes it four times;
 * the meta graph of each save is exported once per finalized graph. TF's
   `Saver.save(write_meta_graph=True)` rebuilds the whole MetaGraphDef at
   every save, which costs 5-12x the save itself on a large graph. Once the
@@ -31,6 +34,7 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.checkpoint import checkpoint_management
 from tensorflow.python.training import saver as saver_lib
 
+from fastmts import graph_events
 from fastmts import graph_io
 
 # hook -> (fingerprint, serialized MetaGraphDef) of its last save with the meta graph.
@@ -38,20 +42,54 @@ _meta_graphs = weakref.WeakKeyDictionary()
 
 
 def after_create_session(hook, session):
-  """TF's CheckpointSaverHook.after_create_session."""
+  """TF's CheckpointSaverHook.after_create_session, with one GraphDef.
+
+  TF computes graph.as_graph_def(add_shapes=True) four times here: for
+  graph.pbtxt, for the meta graph record, in the writer's add_graph and in
+  the first save's export_meta_graph. A finalized graph cannot change in
+  between (no op nor function can be added), so here it is computed once and
+  the meta graph record's MetaGraphDef is also the first save's .meta: both
+  are create_meta_graph_def of that GraphDef, the saver's SaverDef and every
+  collection, which is what Saver.export_meta_graph() builds (TF 2.12 to
+  2.21); the save checks the collections and SaverDef again before reusing
+  it. A graph that is not finalized gets TF's calls as they are."""
   # pylint: disable=protected-access
   global_step = session.run(hook._global_step_tensor)
-  if hook._save_graph_def:
-    graph_io.write_graph(ops.get_default_graph().as_graph_def(add_shapes=True),
-                         hook._checkpoint_dir, 'graph.pbtxt')
-  saver_def = hook._get_saver().saver_def if hook._get_saver() else None
   graph = ops.get_default_graph()
-  meta_graph_def = meta_graph.create_meta_graph_def(
-      graph_def=graph.as_graph_def(add_shapes=True), saver_def=saver_def)
-  hook._summary_writer.add_graph(graph)
+  once = graph.finalized
+  graph_def = graph.as_graph_def(add_shapes=True)
+  if hook._save_graph_def:
+    graph_io.write_graph(graph_def, hook._checkpoint_dir, 'graph.pbtxt')
+    if not once:
+      graph_def = graph.as_graph_def(add_shapes=True)
+  saver = hook._get_saver()
+  saver_def = saver.saver_def if saver else None
+  meta_graph_def = meta_graph.create_meta_graph_def(graph_def=graph_def, saver_def=saver_def)
+  if once:
+    graph_events.add_graph(hook._summary_writer, graph, graph_def)
+  else:
+    hook._summary_writer.add_graph(graph)
   hook._summary_writer.add_meta_graph(meta_graph_def)
+  if (once and hook._save_graph_def and session.graph is graph and
+      type(saver) is saver_lib.Saver and _built_quietly(graph, meta_graph_def)):
+    # What _saver_save would export at this first save (it exports under
+    # session.graph, the default graph here).
+    _meta_graphs[hook] = (_fingerprint(graph, saver), meta_graph_def)
   save(hook, session, global_step)
   hook._timer.update_last_triggered_step(global_step)
+
+
+def _built_quietly(graph, meta_graph_def):
+  """Whether building meta_graph_def logged nothing: create_meta_graph_def
+  warns of (and leaves out) a collection under a key that is not a string
+  or whose items it cannot serialize. TF's first save warns again as it
+  exports; such a graph gets that export rather than the record's."""
+  for key in graph.get_all_collection_keys():
+    if not isinstance(key, str):
+      return False
+    if key not in meta_graph_def.collection_def and graph.get_collection(key):
+      return False
+  return True
 
 
 def end(hook, session):

@@ -25,6 +25,7 @@ from fastmts import async_checkpoint as async_checkpoint_lib
 from fastmts import basic_session_run_hooks as fastmts_hooks
 from fastmts import errors as fastmts_errors
 from fastmts import fetches as fetches_lib
+from fastmts import graph_events
 from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
 from fastmts import python_hooked_session
@@ -255,6 +256,9 @@ class _MonitoredSession:
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
     for h in self._hooks:
+      # A stock hook's begin() first gets its FileWriter from the cache; made
+      # here, just before, the writer computes the GraphDef once, not twice.
+      graph_events.make_cached_writer(graph_events.writer_dir_of_begin(h))
       h.begin()
     worker_context = distribute_coordinator_context.get_current_worker_context()
     if not session_creator and worker_context:

@@ -1,0 +1,100 @@
+"""A FileWriter's graph records, from one GraphDef of the graph.
+
+TF computes `graph.as_graph_def(add_shapes=True)` afresh for each graph
+record it writes: twice when FileWriterCache makes a writer (the graph
+event, then the meta graph event) and again in each `add_graph`. On a
+7,000-op graph each takes some 45 ms. Nothing changes the graph between
+those calls, so fastmts computes it once and writes the same records: the
+same events (each Event is built and serialized as TF builds it), in the
+same order, with the same plugin assets written at the same point. (TF
+serializes these GraphDefs and MetaGraphDefs non-deterministically: two
+as_graph_def() of one graph give different bytes, in TF alone too; the
+records are the same messages. tests/test_start_records.py compares them.)
+
+These mirror TF's FileWriter code (writer.py, unchanged from TF 2.12 to
+2.21) and lean on two of its private methods, `_write_plugin_assets` and
+`_add_graph_def`. A writer whose class overrides any of the methods
+involved, or a FileWriterCache someone replaced, gets TF's own calls.
+"""
+from tensorflow.python.framework import meta_graph
+from tensorflow.python.framework import ops
+from tensorflow.python.summary.writer import writer as _tf_writer
+from tensorflow.python.summary.writer import writer_cache as _tf_writer_cache
+from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
+
+_Transformer = _tf_writer.SummaryToEventTransformer
+# The methods TF's add_graph(graph) runs; a subclass overriding any of them
+# (or a TF without them) is written through its own add_graph.
+_ADD_GRAPH_METHODS = ('add_graph', '_write_plugin_assets', '_add_graph_def')
+_TF_METHODS = {name: getattr(_Transformer, name, None) for name in _ADD_GRAPH_METHODS}
+_TF_CACHE_GET = _tf_writer_cache.FileWriterCache.__dict__.get('get')
+
+
+def _writes_as_tf(writer):
+  """Whether writer.add_graph(graph) is TF's SummaryToEventTransformer's."""
+  return all(method is not None and getattr(type(writer), name, None) is method
+             for name, method in _TF_METHODS.items())
+
+
+def add_graph(writer, graph, graph_def):
+  """writer.add_graph(graph), with `graph_def` being what it would compute:
+  graph.as_graph_def(add_shapes=True) of the graph as it is now."""
+  if not _writes_as_tf(writer):
+    writer.add_graph(graph)
+    return
+  # pylint: disable=protected-access
+  writer._write_plugin_assets(graph)
+  writer._add_graph_def(graph_def)
+
+
+def _new_file_writer(logdir, graph):
+  """FileWriter(logdir, graph=graph): the writer (its event file and the
+  file-version record), then the graph and the meta graph records, as TF's
+  constructor writes them, from one GraphDef."""
+  writer = _tf_writer.FileWriter(logdir)
+  if not _writes_as_tf(writer):  # not reached with TF's FileWriter
+    writer.add_graph(graph)
+    writer.add_meta_graph(meta_graph.create_meta_graph_def(
+        graph_def=graph.as_graph_def(add_shapes=True)))
+    return writer
+  graph_def = graph.as_graph_def(add_shapes=True)
+  add_graph(writer, graph, graph_def)
+  writer.add_meta_graph(meta_graph.create_meta_graph_def(graph_def=graph_def))
+  return writer
+
+
+def _cache_is_tf():
+  """Whether the stock hooks' SummaryWriterCache.get is TF's, unpatched."""
+  cache = _tf_writer_cache.FileWriterCache
+  return (getattr(_tf_hooks, 'SummaryWriterCache', None) is cache and
+          _TF_CACHE_GET is not None and cache.__dict__.get('get') is _TF_CACHE_GET and
+          _tf_writer_cache.FileWriter is _tf_writer.FileWriter and
+          isinstance(getattr(cache, '_cache', None), dict) and hasattr(cache, '_lock'))
+
+
+def writer_dir_of_begin(hook):
+  """The directory whose writer a stock hook's begin() first asks
+  SummaryWriterCache for (TF 2.12 to 2.21), or None: CheckpointSaverHook
+  always, StepCounterHook and SummarySaverHook when given an output_dir and
+  no summary_writer. A subclass may begin otherwise: None."""
+  # pylint: disable=protected-access
+  kind = type(hook)
+  if kind is _tf_hooks.CheckpointSaverHook:
+    return hook._checkpoint_dir
+  if kind in (_tf_hooks.StepCounterHook, _tf_hooks.SummarySaverHook):
+    return hook._output_dir if hook._summary_writer is None else None
+  return None
+
+
+def make_cached_writer(logdir):
+  """Makes the writer `FileWriterCache.get(logdir)` would make, if the cache
+  has none for logdir yet: called just before a stock hook's begin() asks
+  the cache, so the writer and its records are the same and come at the
+  same point. Does nothing if the cache is not TF's own."""
+  if not logdir or not _cache_is_tf():
+    return
+  cache = _tf_writer_cache.FileWriterCache
+  # pylint: disable=protected-access
+  with cache._lock:
+    if logdir not in cache._cache:
+      cache._cache[logdir] = _new_file_writer(logdir, ops.get_default_graph())
