@@ -74,7 +74,8 @@ def after_create_session(hook, session):
       type(saver) is saver_lib.Saver and _built_quietly(graph, meta_graph_def)):
     # What _saver_save would export at this first save (it exports under
     # session.graph, the default graph here).
-    _meta_graphs[hook] = (_fingerprint(graph, saver), meta_graph_def)
+    _meta_graphs[hook] = (_fingerprint(graph, saver),
+                          meta_graph_def.SerializeToString(deterministic=True))
   save(hook, session, global_step)
   hook._timer.update_last_triggered_step(global_step)
 
