@@ -33,6 +33,7 @@ asynchronous ones (async_checkpoint=True), per save:
 Wall time on a shared machine: repeat, read medians.
 """
 import argparse
+import gc
 import os
 import shutil
 import statistics
@@ -73,6 +74,7 @@ def start(impl, layers):
   """(ops, creation seconds, first-step seconds)."""
   with tf.Graph().as_default() as graph:
     train = build(layers)
+    gc.collect()  # earlier rounds' graphs: a full collection would land inside the timing
     t0 = time.perf_counter()
     sess = impl.MonitoredTrainingSession(checkpoint_dir=_scratch_dir(),
                                          save_summaries_steps=None, log_step_count_steps=None)
@@ -185,6 +187,7 @@ def stall(impl, hook_class, mb, train_all, seconds, save_secs, **kwargs):
       while hooks and tf.train.latest_checkpoint(checkpoint_dir) is None:
         time.sleep(0.01)
       times = []
+      gc.collect()
       before = _rss()
       with _PeakRss() as rss:
         end = time.perf_counter() + seconds
