@@ -27,19 +27,20 @@ asynchronous ones (async_checkpoint=True), per save:
     (what the saves cost training in all, steps slowed by a write in flight
     included);
   * the step rate of the steps between saves against a run without saves;
-  * the peak resident memory during the steps over that before them (the
-    snapshot, and the page cache is not counted).
+  * and, in a fresh process per configuration (10 steps, a save every 2),
+    the peak resident memory: what the snapshot costs.
 
 Wall time on a shared machine: repeat, read medians.
 """
 import argparse
 import gc
 import os
+import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import tensorflow as tf
@@ -132,29 +133,6 @@ def _stall_model(mb, train_all):
       loss, global_step=v1.train.get_or_create_global_step())
 
 
-class _PeakRss:
-  """The peak resident set size while it runs (sampled every 5 ms)."""
-
-  def __enter__(self):
-    self.peak, self._done = _rss(), threading.Event()
-    self._thread = threading.Thread(target=self._sample, daemon=True)
-    self._thread.start()
-    return self
-
-  def _sample(self):
-    while not self._done.wait(0.005):
-      self.peak = max(self.peak, _rss())
-
-  def __exit__(self, *exc_info):
-    self._done.set()
-    self._thread.join()
-
-
-def _rss():
-  with open('/proc/self/statm') as f:
-    return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
-
-
 class _SavedSteps(v1.train.CheckpointSaverListener):
   """The global steps saved."""
 
@@ -168,8 +146,7 @@ class _SavedSteps(v1.train.CheckpointSaverListener):
 def stall(impl, hook_class, mb, train_all, seconds, save_secs, **kwargs):
   """Seconds of each step of `seconds` of training (after 2 warm-up steps)
   in `impl`'s MonitoredTrainingSession, with a `hook_class` save every
-  `save_secs` (none when None); the indexes of the steps that saved; the
-  peak RSS during the steps over that before them."""
+  `save_secs` (none when None); the indexes of the steps that saved."""
   with tf.Graph().as_default():
     train = _stall_model(mb, train_all)
     saved = _SavedSteps()
@@ -188,16 +165,14 @@ def stall(impl, hook_class, mb, train_all, seconds, save_secs, **kwargs):
         time.sleep(0.01)
       times = []
       gc.collect()
-      before = _rss()
-      with _PeakRss() as rss:
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-          t = time.perf_counter()
-          sess.run(train)
-          times.append(time.perf_counter() - t)
+      end = time.perf_counter() + seconds
+      while time.perf_counter() < end:
+        t = time.perf_counter()
+        sess.run(train)
+        times.append(time.perf_counter() - t)
   # The timed step with index i made the global step i + 3.
   saves = [step - 3 for step in saved.steps if 0 <= step - 3 < len(times)]
-  return times, saves, rss.peak - before
+  return times, saves
 
 
 def stall_rows(mb, train_all, seconds, save_secs, repeats):
@@ -216,9 +191,8 @@ def stall_rows(mb, train_all, seconds, save_secs, repeats):
   for _ in range(repeats):
     plain_rate = None
     for name, impl, hook_class, every, kwargs in configs:
-      times, saves, rss_growth = stall(impl, hook_class, mb, train_all, seconds, every, **kwargs)
+      times, saves = stall(impl, hook_class, mb, train_all, seconds, every, **kwargs)
       rows.setdefault((name, 'step'), []).append(statistics.median(times))
-      rows.setdefault((name, 'rss'), []).append(rss_growth)
       if every is None:
         plain_rate = len(times) / sum(times)
         continue
@@ -240,7 +214,13 @@ def main(argv=None):
   parser.add_argument('--stall-secs', type=float, default=14)
   parser.add_argument('--save-secs', type=float, default=4)
   parser.add_argument('--only', choices=('start', 'stall'), default=None)
+  parser.add_argument('--memory-child', help=argparse.SUPPRESS)
+  parser.add_argument('--train-all', action='store_true', help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
+  if args.memory_child:
+    v1.disable_eager_execution()
+    _memory_child(args)
+    return 0
   v1.disable_eager_execution()
   import fastmts  # pylint: disable=g-import-not-at-top
   if args.only != 'start':
@@ -282,14 +262,49 @@ def print_stall(args):
               args.save_secs, args.stall_secs, args.repeats,
               statistics.median(rows[('no saves', 'step')]) * 1e3))
     print('| saves | save step, over the median step (ms) | cost per save, all steps (ms) | '
-          'step rate between saves, vs no saves | peak RSS over the start (MB) |')
+          'step rate between saves, vs no saves | peak RSS of a process, 10 steps (MB) |')
     print('|---|---:|---:|---:|---:|')
-    for name in ('stock, synchronous', 'fastmts, synchronous', 'fastmts, asynchronous'):
-      print('| %s | %.0f | %.0f | %.2fx | %.0f |' % (
-          name, statistics.median(rows[(name, 'save step')]) * 1e3,
-          statistics.median(rows[(name, 'cost')]) * 1e3, statistics.median(rows[(name, 'rate')]),
-          statistics.median(rows[(name, 'rss')]) / 2 ** 20))
+    for name in ('no saves', 'stock, synchronous', 'fastmts, synchronous',
+                 'fastmts, asynchronous'):
+      if name == 'no saves':
+        cells = ('-', '-', '-')
+      else:
+        cells = ('%.0f' % (statistics.median(rows[(name, 'save step')]) * 1e3),
+                 '%.0f' % (statistics.median(rows[(name, 'cost')]) * 1e3),
+                 '%.2fx' % statistics.median(rows[(name, 'rate')]))
+      print('| %s | %s | %s | %s | %.0f |' % ((name,) + cells + (
+          _peak_rss_of_child(name, args.stall_mb, train_all) / 2 ** 20,)))
     print()
+
+
+def _peak_rss_of_child(config, mb, train_all):
+  """The peak RSS (ru_maxrss) of a fresh process training 10 steps with a
+  save every 2 steps under `config` (in-process figures would count what
+  the allocator kept from earlier runs)."""
+  out = subprocess.run(
+      [sys.executable, os.path.abspath(__file__), '--memory-child', config, '--stall-mb', str(mb)]
+      + (['--train-all'] if train_all else []), capture_output=True, text=True, check=True)
+  return int(out.stdout.split()[-1]) * 1024
+
+
+def _memory_child(args):
+  import fastmts  # pylint: disable=g-import-not-at-top
+  impl, hook_class, kwargs = {
+      'no saves': (v1.train, None, {}),
+      'stock, synchronous': (v1.train, v1.train.CheckpointSaverHook, {}),
+      'fastmts, synchronous': (fastmts, v1.train.CheckpointSaverHook, {}),
+      'fastmts, asynchronous': (fastmts, fastmts.CheckpointSaverHook, {'async_checkpoint': True}),
+  }[args.memory_child]
+  with tf.Graph().as_default():
+    train = _stall_model(args.stall_mb, args.train_all)
+    directory = _scratch_dir()
+    hooks = [] if hook_class is None else [hook_class(directory, save_steps=2, **kwargs)]
+    with impl.MonitoredTrainingSession(
+        checkpoint_dir=directory, save_checkpoint_steps=None, save_checkpoint_secs=None,
+        save_summaries_steps=None, log_step_count_steps=None, chief_only_hooks=hooks) as sess:
+      for _ in range(10):
+        sess.run(train)
+  print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 if __name__ == '__main__':
