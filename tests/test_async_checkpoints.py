@@ -536,6 +536,57 @@ def _raise(error):
   raise error
 
 
+def test_snapshot_error_is_raised_as_tfs_save_error(check):
+  """The Saver saves a variable nothing initializes: TF's first save (at
+  session creation) fails reading it; the snapshot's run fails the same
+  way, with the same exception type and message."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train = _graph_plain()
+      orphan = v1.get_variable('orphan', [2], collections=[])  # in no collection: never initialized
+      saver = v1.train.Saver(var_list=[orphan, v1.train.get_global_step()], sharded=True)
+      error = without_stack_trace(raised(
+          impl.MonitoredTrainingSession, checkpoint_dir=workdir,
+          scaffold=impl.Scaffold(saver=saver), save_checkpoint_steps=2,
+          save_summaries_steps=None, log_step_count_steps=None, **_async_kwargs(impl)))
+      del train
+    return error.type, error.message.replace(workdir, 'DIR')
+
+  error_type, message = check(scenario)
+  assert error_type is tf.errors.FailedPreconditionError and 'orphan' in message, message
+
+
+def test_close_by_an_exception_logs_a_failed_write(fastmts, tmp_path):
+  """A write fails while the `with` block ends by the user's exception: the
+  close waits for it and logs its error (the user's exception is the one
+  raised), and the session closes."""
+  workdir = str(tmp_path)
+  with tf.Graph().as_default():
+    train = _graph_plain()
+    hook = fastmts.CheckpointSaverHook(workdir, save_steps=3, async_checkpoint=True)
+    with tf_log(workdir, with_exc_info=True) as lines:
+      try:
+        with fastmts.MonitoredSession(
+            session_creator=fastmts.ChiefSessionCreator(checkpoint_dir=workdir),
+            hooks=[hook]) as sess:
+          sess.run(train)
+          _wait_for_latest(workdir, 0)
+          if not _immutable(workdir, True):
+            pytest.skip('cannot make a directory read-only here')
+          for _ in range(2):
+            sess.run(train)  # the second one saves step 3: its write fails
+          raise KeyError('user code failed')
+      except KeyError:
+        pass
+      finally:
+        _immutable(workdir, False)
+    assert sess._is_closed()  # pylint: disable=protected-access
+  assert ('ERROR', 'An asynchronous checkpoint write failed while its session was being closed.',
+          True) in lines
+  assert tf.train.latest_checkpoint(workdir).endswith('-0')
+
+
 def test_failed_final_write_is_raised_by_close(check):
   """The directory replaced by a file before close: the final save fails;
   TF raises from close (ValueError: the parent directory is not a
