@@ -50,8 +50,21 @@ void CheckpointWriter::write(const SessionRunner& runner, SavePlanPtr plan,
   std::lock_guard<std::mutex> lock(thread_mu_);  // joined by wait() above
   in_flight_.store(true, std::memory_order_release);
   note_native_thread_started();
+  try {
+    start_thread(session, std::move(plan), std::move(filename), std::move(snapshot.outputs),
+                 std::move(keep_alive), std::move(finish));
+  } catch (...) {  // no thread (std::system_error): nothing is in flight
+    in_flight_.store(false, std::memory_order_release);
+    note_native_thread_ended();
+    throw;
+  }
+}
+
+void CheckpointWriter::start_thread(TF_Session* session, SavePlanPtr plan, TensorPtr filename,
+                                    std::vector<SharedTensor> values,
+                                    std::shared_ptr<void> keep_alive, FinishFn finish) {
   thread_ = std::thread([this, session, plan = std::move(plan), filename = std::move(filename),
-                         values = std::move(snapshot.outputs), keep_alive = std::move(keep_alive),
+                         values = std::move(values), keep_alive = std::move(keep_alive),
                          finish = std::move(finish)]() mutable {
     // Below the training threads' priority: the write has until the next
     // save to finish, the steps have none to spare.

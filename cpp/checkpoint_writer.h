@@ -67,6 +67,11 @@ class CheckpointWriter {
   void take_outcome();
 
  private:
+  // Starts the writer thread: the save op fed with `values`, then `finish`.
+  void start_thread(TF_Session* session, SavePlanPtr plan, TensorPtr filename,
+                    std::vector<SharedTensor> values, std::shared_ptr<void> keep_alive,
+                    FinishFn finish);
+
   std::mutex thread_mu_;  // joining and starting the thread: wait() may come from any thread
   std::thread thread_;
   std::atomic<bool> in_flight_{false};
