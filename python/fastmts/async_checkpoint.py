@@ -81,13 +81,16 @@ class AsyncCheckpoints:
   def wait(self):
     self.native.wait()
 
-  def can_save(self, hook, session):
-    saver = hook._get_saver()  # pylint: disable=protected-access
-    return (python_hooked_session.runs_natively(session) and
-            self._plan(saver, session.graph) is not None)
+  def plan_for(self, hook, session):
+    """The native SavePlan of a save of `hook`'s saver on `session`, or None
+    where it saves synchronously (see the module's docstring)."""
+    if not python_hooked_session.runs_natively(session):
+      return None
+    return self._plan(hook._get_saver(), session.graph)  # pylint: disable=protected-access
 
-  def save(self, hook, session, step, checkpoint_file, meta_graph):
-    """Starts writing `step`'s checkpoint (the caller ran before_save and logged).
+  def save(self, hook, session, step, plan, checkpoint_file, meta_graph):
+    """Starts writing `step`'s checkpoint with `plan` (plan_for's; the
+    caller ran before_save and logged).
 
     `meta_graph` is the serialized MetaGraphDef to write as the `.meta`
     file, or None.
@@ -107,7 +110,7 @@ class AsyncCheckpoints:
       saver._MaybeDeleteOldCheckpoints(meta_graph_suffix='meta')  # pylint: disable=protected-access
 
     try:
-      self.native.write(session, self._plan(saver, session.graph), checkpoint_file, finish)
+      self.native.write(session, plan, checkpoint_file, finish)
     except errors.StatusError as e:  # the snapshot's run
       raise _as_saver_error(errors.from_status(e, session.graph, session),
                             hook._save_path) from None  # pylint: disable=protected-access

@@ -120,10 +120,12 @@ def save(hook, session, step):
     listener.before_save(session, step)
 
   logging.info('Saving checkpoints for %d into %s.', step, hook._save_path)
-  if writes is not None and writes.can_save(hook, session):
+  plan = None if writes is None else writes.plan_for(hook, session)
+  if plan is not None:
     saver = hook._get_saver()
     meta_graph = meta_graph_bytes(hook, saver, session.graph) if hook._save_graph_def else None
-    writes.save(hook, session, step, _checkpoint_file(saver, hook._save_path, step), meta_graph)
+    writes.save(hook, session, step, plan, _checkpoint_file(saver, hook._save_path, step),
+                meta_graph)
     return should_stop
   _saver_save(hook, session, step)
   return after_save(hook, session, step) or should_stop
