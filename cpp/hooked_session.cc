@@ -1,6 +1,7 @@
 #include "hooked_session.h"
 
 #include <chrono>
+#include <optional>
 
 namespace fastmts {
 
@@ -18,6 +19,21 @@ void timed(double* total, Fn&& fn) {
   } add{total, start};
   fn();
 }
+
+thread_local HookedSession* t_deferring_loop = nullptr;
+
+// t_deferring_loop for the length of one run_loop (loops may nest: a hook's
+// Python code may drive another session).
+class DeferringLoopScope {
+ public:
+  explicit DeferringLoopScope(HookedSession* session) : previous_(t_deferring_loop) {
+    t_deferring_loop = session;
+  }
+  ~DeferringLoopScope() { t_deferring_loop = previous_; }
+
+ private:
+  HookedSession* previous_;
+};
 
 // TF's RunOptions.trace_level (field 1) set to FULL_TRACE (3), serialized:
 // appended to serialized options it overrides their trace level.
@@ -61,10 +77,14 @@ void HookedSession::track_costs(bool on) {
   costs_->after_run_seconds.assign(hooks_.size(), 0.0);
 }
 
+HookedSession* HookedSession::deferring_loop_on_this_thread() { return t_deferring_loop; }
+
 int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& control,
                                 RunResult* last) {
   const SessionRunner unguarded(runner_.session());
   const SessionRunner& runner = control.lock_held ? runner_ : unguarded;
+  std::optional<DeferringLoopScope> deferring;
+  if (control.may_defer) deferring.emplace(this);
   int64_t done = 0;
   while (!stop_requested() && !(control.coordinator && control.coordinator->should_stop()) &&
          (control.max_steps < 0 || done < control.max_steps)) {

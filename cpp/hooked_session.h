@@ -176,6 +176,12 @@ class HookedSession {
   // Every hook's flush_deferred, in order.
   void flush_deferred();
 
+  // The session whose run_loop runs on this thread with hooks that may
+  // postpone Python work (LoopControl::may_defer), or null. Whoever calls
+  // Python from a hook first lets it flush_deferred: that work came earlier
+  // in TF's order.
+  static HookedSession* deferring_loop_on_this_thread();
+
   void track_costs(bool on);
   const HookCosts* costs() const { return costs_.get(); }
 

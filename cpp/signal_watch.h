@@ -9,6 +9,7 @@
 // and takes the GIL only when it moved.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +34,31 @@ class SignalWatch {
 
  private:
   std::vector<int> chained_;
+};
+
+// When a loop without the GIL should let Python run its signal handlers:
+// when a watched signal was delivered since it last did, and at least every
+// `interval` in any case, since a handler installed meanwhile (say, by a
+// hook's Python code) is not watched.
+class SignalCheckSchedule {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit SignalCheckSchedule(Clock::duration interval = std::chrono::milliseconds(100))
+      : interval_(interval), seen_(SignalWatch::deliveries()), next_(Clock::now() + interval) {}
+
+  // Whether to check now; if so, the next check is due `interval` from now.
+  bool due() {
+    const uint64_t delivered = SignalWatch::deliveries();
+    if (delivered == seen_ && Clock::now() < next_) return false;
+    seen_ = delivered;
+    next_ = Clock::now() + interval_;
+    return true;
+  }
+
+ private:
+  Clock::duration interval_;
+  uint64_t seen_;
+  Clock::time_point next_;
 };
 
 }  // namespace fastmts

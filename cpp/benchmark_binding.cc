@@ -1,0 +1,57 @@
+#include "benchmark_binding.h"
+
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "run_plan.h"
+#include "tf_python_handles.h"
+
+namespace py = pybind11;
+
+namespace fastmts {
+namespace {
+
+// `steps` bare TF_SessionRun calls in C++, outputs dropped; seconds taken.
+// With `reread`, also the hooks' own re-reads of the global step: after
+// step i, when i % reread_period is in `reread_at`, one run of `reread` in
+// the calling thread, as native hooks make it.
+double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, int64_t steps,
+                  const std::shared_ptr<RunPlan>& reread, int64_t reread_period,
+                  const std::vector<int64_t>& reread_at) {
+  if (reread && reread_period <= 0) throw py::value_error("reread_period must be > 0");
+  SessionRunner runner(session_pointer(tf_session));
+  static const std::vector<TF_Output> kNoInputs;
+  static const std::vector<TF_Tensor*> kNoValues;
+  static const std::string kNoOptions;
+  const std::vector<char> keep_none(plan->fetches.size(), 0);  // outputs are only dropped
+  std::vector<char> reread_step(reread ? reread_period : 0, 0);
+  if (reread)
+    for (int64_t at : reread_at) reread_step.at(at) = 1;
+  RunRequest read;
+  read.plan = reread;
+  read.run_options = kRunInCallerThread;
+  RunResult result;
+  py::gil_scoped_release nogil;
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    runner.run(kNoInputs, kNoValues, plan->fetches, plan->targets, kNoOptions, false, &result,
+               &keep_none);
+    if (reread && reread_step[i % reread_period]) runner.run(read);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+void register_benchmarking(py::module_& m) {
+  m.def("floor_loop", &floor_loop, py::arg("tf_session"), py::arg("plan"), py::arg("steps"),
+        py::arg("reread") = nullptr, py::arg("reread_period") = 0,
+        py::arg("reread_at") = std::vector<int64_t>(),
+        "The speed floor: `steps` bare TF_SessionRun calls of `plan` in C++; seconds taken.");
+}
+
+}  // namespace fastmts
