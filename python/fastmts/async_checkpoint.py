@@ -79,6 +79,8 @@ class AsyncCheckpoints:
     return None if pending is None else pending.session
 
   def wait(self):
+    """Blocks until the write in flight, if any, has ended (its outcome is
+    kept for deliver)."""
     self.native.wait()
 
   def plan_for(self, hook, session):

@@ -59,9 +59,12 @@ class CheckpointSaverHook(_tf_hooks.CheckpointSaverHook):
     self._fastmts_async = async_checkpoint_lib.AsyncCheckpoints() if async_checkpoint else None
 
   def after_create_session(self, session, coord):
+    """TF's: graph.pbtxt and the first save, the meta graph exported once."""
     checkpoint_saver.after_create_session(self, session)
 
   def before_run(self, run_context):
+    """TF's, after delivering an asynchronous write that has ended (its
+    listeners' stop request becomes the step's)."""
     if self._fastmts_async is not None and self._fastmts_async.deliver(wait=False):
       run_context.request_stop()
     return super().before_run(run_context)
@@ -70,6 +73,7 @@ class CheckpointSaverHook(_tf_hooks.CheckpointSaverHook):
     return checkpoint_saver.save(self, session, step)
 
   def end(self, session):
+    """TF's final save, after the write in flight is delivered."""
     checkpoint_saver.end(self, session)
 
 

@@ -98,6 +98,7 @@ class Coordinator(_tf_coordinator.Coordinator):
       self.native.clear_stop()
 
   def should_stop(self):
+    """Whether stop was requested (a native read, no lock)."""
     return self.native.should_stop()
 
   @contextlib.contextmanager
@@ -113,6 +114,7 @@ class Coordinator(_tf_coordinator.Coordinator):
     return self.native.wait_for_stop(-1.0 if timeout is None else float(timeout))
 
   def register_thread(self, thread):
+    """Registers a Python thread for join(), as TF's Coordinator."""
     with self._lock:
       self._registered_threads.add(thread)
 
@@ -170,6 +172,7 @@ class Coordinator(_tf_coordinator.Coordinator):
 
   @property
   def joined(self):
+    """Whether join() has completed, as TF's Coordinator."""
     return self._joined
 
   def raise_requested_exception(self):

@@ -148,6 +148,7 @@ class FeedPlan:
 
   @property
   def fed(self):
+    """The fed tensors, in the plan's order."""
     return [conv.tensor for conv in self.converters]
 
 
@@ -191,6 +192,8 @@ class PlanCache:
     self._feed_plans = {}
 
   def fetch_plan(self, fetches):
+    """The cached plan of the fetch structure `fetches`, resolved by TF's
+    own fetch handling the first time it is seen."""
     key = _structure_key(fetches)
     if key is not None:
       plan = self._fetch_plans.get(key)

@@ -22,6 +22,7 @@ def report_hook_costs(enabled=True):
 
 
 def enabled():
+  """Whether sessions created now track where their steps' time goes."""
   return _enabled[0]
 
 

@@ -152,6 +152,8 @@ class HookedSession:
     self.stock_hook_session = stock_hook_session.StockHookSession(self)
 
   def attach(self, tf_sess, coord):
+    """Binds a freshly created TF session (also after recovery) and runs
+    the hooks' after_create_session."""
     self.tf_sess = tf_sess
     self.coord = coord
     self.graph = tf_sess.graph
@@ -185,6 +187,7 @@ class HookedSession:
         stand_in.hand_back()
 
   def detach(self):
+    """Unbinds the TF session (it is closed or being re-created)."""
     if self._python is not None:
       self._python_steps += self._python.steps_run
       self._python = None
@@ -195,6 +198,7 @@ class HookedSession:
 
   @property
   def native(self):
+    """The native HookedSession (fastmts._native)."""
     return self._native
 
   @property
@@ -205,20 +209,25 @@ class HookedSession:
 
   @property
   def has_python_hooks(self):
+    """Whether any hook runs as Python methods (not natively)."""
     return bool(self._python_hook_objects)
 
   @property
   def stop_requested(self):
+    """Whether a hook requested stop."""
     if self._python is not None:
       return self._python.stop_requested
     return self._native.stop_requested
 
   @property
   def steps_run(self):
+    """Steps completed on this session, failed ones excluded."""
     steps = self._native.steps_run + self._python_steps
     return steps + self._python.steps_run if self._python is not None else steps
 
   def cost_report(self):
+    """Where the steps' time went, hook by hook (a HookCostReport), or
+    None when cost tracking is off."""
     costs = self._native.costs()
     if costs is None:
       return None
@@ -231,6 +240,7 @@ class HookedSession:
     return self.plans.fast_layout(fetches)
 
   def end(self):
+    """Every hook's end(), in order."""
     if self._python is not None:
       return self._python.end()
     with self._tf_errors():
@@ -292,6 +302,7 @@ class HookedSession:
     return plan, feed_plan, values, serialized_options
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    """One step with hooks, as TF's _HookedSession.run."""
     if self._python is not None:
       return self._python.run(fetches, feed_dict, options, run_metadata)
     plan, feed_plan, values, serialized_options = self._plan_for(fetches, feed_dict, options)

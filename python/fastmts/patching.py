@@ -126,6 +126,7 @@ def unpatch():
 
 
 def is_patched():
+  """Whether patch() is in effect."""
   with _lock:
     return bool(_originals)
 

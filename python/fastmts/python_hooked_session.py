@@ -45,14 +45,17 @@ class PythonHookDispatch:
     self.steps_run = 0
 
   def after_create_session(self, coord):
+    """Every hook's after_create_session, in order."""
     for hook in self._hooks:
       hook.after_create_session(self._sess, coord)
 
   def end(self):
+    """Every hook's end(), in order."""
     for hook in self._hooks:
       hook.end(self._sess)
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    """One step with hooks, as TF's _HookedSession.run."""
     if self.stop_requested:
       raise RuntimeError('Run called even after should_stop requested.')
     actual_fetches = {'caller': fetches}

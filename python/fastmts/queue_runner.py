@@ -48,9 +48,12 @@ class NativeThread:
     self.name = group.name(index)
 
   def is_alive(self):
+    """Whether the native thread is still running."""
     return self._group.alive(self._index)
 
   def join(self, timeout=None):
+    """Waits for the thread to end, at most `timeout` seconds (None: no
+    bound), as threading.Thread.join."""
     poll_until(lambda: not self.is_alive(),
                 None if timeout is None else time.monotonic() + timeout)
 

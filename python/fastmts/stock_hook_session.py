@@ -19,13 +19,17 @@ class StockHookSession(session_lib.SessionInterface):
 
   @property
   def graph(self):
+    """The TF session's graph."""
     return self._hooked.tf_sess.graph
 
   @property
   def sess_str(self):
+    """The TF session's target."""
     return self._hooked.tf_sess.sess_str
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    """A run without hooks: fetches alone run natively on the attached
+    session; with feeds, options or metadata, the TF session's own run."""
     if feed_dict or options is not None or run_metadata is not None:
       return self._hooked.tf_sess.run(fetches, feed_dict=feed_dict, options=options,
                                       run_metadata=run_metadata)
@@ -37,7 +41,9 @@ class StockHookSession(session_lib.SessionInterface):
     return plan.build(outputs)
 
   def partial_run_setup(self, fetches, feeds=None):
+    """The TF session's partial_run_setup."""
     return self._hooked.tf_sess.partial_run_setup(fetches, feeds)
 
   def partial_run(self, handle, fetches, feed_dict=None):
+    """The TF session's partial_run."""
     return self._hooked.tf_sess.partial_run(handle, fetches, feed_dict)
