@@ -25,6 +25,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / 'README.md'] + sorted((ROOT / 'docs').glob('*.md'))
 COMMAND_TIMEOUT_SECS = 100  # under the suite's 120 s per test (pyproject.toml)
+# Under .ci/sanitize the commands would run the sanitized build, many times slower, and
+# the plain suite has run them already: there only the static checks run.
+runs_commands = pytest.mark.skipif(bool(os.environ.get('FASTMTS_SANITIZED')),
+                                   reason='commands are run by the unsanitized suite')
 
 SHELL_LANGS = {'bash', 'sh', 'shell'}
 CODE_LANGS = SHELL_LANGS | {'python'}
@@ -168,6 +172,7 @@ def test_some_blocks_run():
   assert any(b.lang == 'python' for b in RUNNABLE) and SMOKE
 
 
+@runs_commands
 @pytest.mark.parametrize('block', RUNNABLE, ids=_id)
 def test_runnable_block(block, command_env, tmp_path):
   if block.lang in SHELL_LANGS:
@@ -180,6 +185,7 @@ def test_runnable_block(block, command_env, tmp_path):
     _run([sys.executable, str(script)], work, command_env, block.where)
 
 
+@runs_commands
 @pytest.mark.parametrize('block', list(SMOKE_COMMANDS.values()), ids=_id)
 def test_smoke_command(block, command_env):
   _bash(block.mark[1], command_env, '%s (smoke: %s)' % (block.where, block.mark[1]))
@@ -195,6 +201,7 @@ def _readme_command(comment):
   raise AssertionError('README: no top command commented %r' % comment)
 
 
+@runs_commands
 def test_readme_main_job(command_env):
   """The main job's command after its install step (CI installs the package)."""
   command = _readme_command('main job')
