@@ -7,8 +7,8 @@ Each DIR holds an installed fastmts package (``pip install --no-deps
 build first on ``sys.path`` (before, after, after, before, ...), so drifts of
 a shared machine's load fall on both alike. Per runner, the table gives each
 build's median over its runs of report.py's median us/step, and of its ratio
-to stock TF measured in the same report.py run: the ratio is the figure that
-load moves least.
+to stock TF measured in the same report.py run, and of the training thread's
+own CPU time per step (time.thread_time), the figure load moves least.
 """
 
 import argparse
@@ -39,16 +39,21 @@ def run_report(build_dir, report_args, log):
 
 
 def per_runner(report):
-    """(graph, runner) -> (us/step, ratio to stock of the same hooks)."""
+    """(graph, runner) -> (us/step, ratio to stock of the same hooks, the
+    training thread's CPU us/step)."""
     rows = {}
     for graph, raw in report['graphs'].items():
         med = raw['median_us']
+        cpu = raw.get('thread_cpu_samples_us', {})
         for runner, us in med.items():
             if us is None:
                 continue
             hooks = runner.split('/', 1)[1] if '/' in runner else None
             stock = med.get('stock/%s' % hooks) if hooks else None
-            rows[(graph, runner)] = (us, us / stock if stock else None)
+            thread_cpu = (statistics.median(cpu[runner])
+                          if cpu.get(runner) else None)
+            rows[(graph, runner)] = (us, us / stock if stock else None,
+                                     thread_cpu)
     return rows
 
 
@@ -62,15 +67,21 @@ def table(before_runs, after_runs):
     def fmt(x, spec):
         return 'n/a' if x is None else spec % x
 
+    def change(a, b):
+        return a / b if a is not None and b else None
+
     lines = ['| graph | runner | before us | after us | after/before '
-             '| before x stock | after x stock |', '|---|---|---|---|---|---|---|']
+             '| before x stock | after x stock | before CPU us | after CPU us '
+             '| after/before CPU |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|']
     for key in keys:
         b_us, a_us = median(before_runs, key, 0), median(after_runs, key, 0)
         b_x, a_x = median(before_runs, key, 1), median(after_runs, key, 1)
-        change = a_us / b_us if a_us is not None and b_us else None
-        lines.append('| %s | %s | %s | %s | %s | %s | %s |' % (
+        b_cpu, a_cpu = median(before_runs, key, 2), median(after_runs, key, 2)
+        lines.append('| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
             key[0], key[1], fmt(b_us, '%.1f'), fmt(a_us, '%.1f'),
-            fmt(change, '%.2f'), fmt(b_x, '%.3f'), fmt(a_x, '%.3f')))
+            fmt(change(a_us, b_us), '%.2f'), fmt(b_x, '%.3f'),
+            fmt(a_x, '%.3f'), fmt(b_cpu, '%.1f'), fmt(a_cpu, '%.1f'),
+            fmt(change(a_cpu, b_cpu), '%.2f')))
     return '\n'.join(lines)
 
 
