@@ -18,14 +18,21 @@ void Coordinator::clear_stop() {
   native_error_.reset();
 }
 
-bool Coordinator::wait_for_stop(double timeout_secs) const {
+bool Coordinator::wait_for_stop() const {
   std::unique_lock<std::mutex> lock(mu_);
-  auto stopped = [this] { return stop_.load(std::memory_order_acquire); };
-  if (timeout_secs < 0) {
-    stopped_.wait(lock, stopped);
-    return true;
-  }
-  return stopped_.wait_for(lock, std::chrono::duration<double>(timeout_secs), stopped);
+  stopped_.wait(lock, [this] { return stop_.load(std::memory_order_acquire); });
+  return true;
+}
+
+bool Coordinator::wait_for_stop(double timeout_secs) const {
+  if (!(timeout_secs > 0)) return should_stop();  // NaN too
+  // Beyond what steady_clock's nanoseconds can add to now without overflow
+  // (about 292 years in all), waiting is waiting for stop.
+  constexpr double kForever = 1e9;  // seconds, some 31 years
+  if (timeout_secs >= kForever) return wait_for_stop();
+  std::unique_lock<std::mutex> lock(mu_);
+  return stopped_.wait_for(lock, std::chrono::duration<double>(timeout_secs),
+                           [this] { return stop_.load(std::memory_order_acquire); });
 }
 
 void Coordinator::report_error(int code, const std::string& message) {

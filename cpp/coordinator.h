@@ -24,8 +24,11 @@ class Coordinator {
   void request_stop();
   void clear_stop();  // also forgets the error, as TF's clear_stop
   bool should_stop() const { return stop_.load(std::memory_order_acquire); }
-  // Blocks until stop is requested or `timeout_secs` passed (< 0: no
-  // timeout); returns should_stop().
+  // Blocks until stop is requested; returns true.
+  bool wait_for_stop() const;
+  // Blocks until stop is requested or `timeout_secs` passed; returns
+  // should_stop(). As Python's Event.wait (TF's Coordinator waits on one):
+  // a timeout that is not positive (zero, negative, NaN) does not block.
   bool wait_for_stop(double timeout_secs) const;
 
   // A native thread failed: unless the code is a clean stop, the error is

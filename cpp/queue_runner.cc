@@ -41,8 +41,7 @@ QueueRunnerThreads::QueueRunnerThreads(TF_Session* session, QueueRunnerSpec spec
   for (size_t i = 0; i < n; ++i) {
     alive_.push_back(std::make_unique<std::atomic<bool>>(true));
     note_native_thread_started();
-    names_.push_back(spec_.name + (i < spec_.enqueue_ops.size() ? "/enqueue-" + std::to_string(i)
-                                                                : std::string("/close-on-stop")));
+    names_.push_back(i < spec_.thread_names.size() ? spec_.thread_names[i] : std::string());
   }
   for (size_t i = 0; i < spec_.enqueue_ops.size(); ++i) {
     TF_Operation* op = spec_.enqueue_ops[i];
@@ -113,7 +112,7 @@ void QueueRunnerThreads::run_enqueue(TF_Operation* op) {
 }
 
 void QueueRunnerThreads::close_on_stop() {
-  coordinator_->wait_for_stop(-1);
+  coordinator_->wait_for_stop();
   run_quietly(spec_.cancel_op);
 }
 

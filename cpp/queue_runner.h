@@ -18,7 +18,9 @@
 namespace fastmts {
 
 struct QueueRunnerSpec {
-  std::string name;                        // for thread names (the queue's)
+  // One name per enqueue thread, then the close-on-stop thread's (TF's
+  // names: QueueRunnerThread-<queue>-<op> and ...-close_on_stop).
+  std::vector<std::string> thread_names;
   std::vector<TF_Operation*> enqueue_ops;
   TF_Operation* close_op = nullptr;
   TF_Operation* cancel_op = nullptr;

@@ -4,8 +4,15 @@ distribution (`tensorflow`, `tensorflow-cpu`, ...) is installed.
 Imported first by `fastmts/__init__.py`: a missing or unsupported TF fails
 here, at `import fastmts`, with one line saying what to install, never later
 inside a session. Importing the native extension binds its C API calls to
-this TF (cpp/tf_c_api.h); a probe then checks that the raw C handles fastmts
-reads from TF's Python objects are the right ones.
+this TF (cpp/tf_c_api.h). That the raw C handles fastmts reads from TF's
+Python objects are the right ones is proven later, once, on the user's own
+graph (check_handles).
+
+Importing fastmts creates nothing in TF and changes none of its process-wide
+state: no graph, no op, no use of TF's uid counter (which names cond and
+while functions, so a use here would renumber the user's graphs and change
+their graph.pbtxt and .meta bytes), no logging or deprecation-warning state
+(tests/test_import_state.py).
 """
 import re
 
@@ -59,21 +66,40 @@ except ImportError:  # TF 2.12 to 2.17: plain numpy.asarray
     return _np.asarray(values, dtype=dtype)
 
 
-def _check_handles():
-  """TF releases before 2.21 give no public way to the C object behind a
-  Python wrapper, so the native side reads it from pybind11's instance layout
-  (cpp/tf_python_handles.cc). Prove once that this reads the right object."""
-  graph = tf.Graph()
-  with graph.as_default():
-    op = tf.constant(0, name='fastmts_handle_probe').op
+_handles_proven = False  # set by check_handles() once it has proven them
+
+
+def check_handles(graph):
+  """Proves, once per process, that the C handles fastmts reads from TF's
+  Python objects are the right ones, before the native core first runs a
+  session of `graph`: raises RuntimeError if not.
+
+  TF releases before 2.21 give no public way to the C object behind a Python
+  wrapper, so the native side reads it from pybind11's instance layout
+  (cpp/tf_python_handles.cc). The pointers it reads are used only by
+  TF_SessionRun, on a session every one of which goes through
+  python_hooked_session.runs_natively() (or benchmarking.native_floor_loop)
+  first; both call this. The proof reads one of the user's own operations
+  and creates nothing: an import-time probe graph and op would use up TF's
+  process-wide uid counter. After the first success it costs one
+  global lookup. An empty graph has nothing to prove it on and leaves it to
+  the next call (a monitored session's never is: its Scaffold adds ops
+  before the session is made)."""
+  if _handles_proven:
+    return
+  operations = graph.get_operations()
+  if operations:
+    _prove_handles(operations[0])
+
+
+def _prove_handles(op):
+  global _handles_proven  # pylint: disable=global-statement
   try:
     name = _native.operation_name(op._c_op)  # pylint: disable=protected-access
   except TypeError as e:
-    raise ImportError('fastmts cannot reach the C objects of TensorFlow %s: %s'
-                      % (tf.__version__, e)) from e
+    raise RuntimeError('fastmts cannot reach the C objects of TensorFlow %s: %s'
+                       % (tf.__version__, e)) from e
   if name != op.name:
-    raise ImportError('fastmts cannot reach the C objects of TensorFlow %s (read %r for %r)'
-                      % (tf.__version__, name, op.name))
-
-
-_check_handles()
+    raise RuntimeError('fastmts cannot reach the C objects of TensorFlow %s (read %r for %r)'
+                       % (tf.__version__, name, op.name))
+  _handles_proven = True

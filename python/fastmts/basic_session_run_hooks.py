@@ -19,6 +19,7 @@ from fastmts import _tensorflow
 from fastmts import async_checkpoint as async_checkpoint_lib
 from fastmts import fetches as fetches_lib
 from fastmts import checkpoint_saver
+from fastmts import class_identity
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
@@ -37,7 +38,8 @@ FeedFnHook = _tf_hooks.FeedFnHook
 ProfilerHook = _tf_hooks.ProfilerHook
 
 
-class CheckpointSaverHook(_tf_hooks.CheckpointSaverHook):
+class CheckpointSaverHook(_tf_hooks.CheckpointSaverHook, metaclass=class_identity.StandsFor,
+                          stands_for=_tf_hooks.CheckpointSaverHook):
   """TF's CheckpointSaverHook (same arguments, files and log lines), with
   one fastmts argument:
 

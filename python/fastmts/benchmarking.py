@@ -1,5 +1,6 @@
 """The speed floor that benchmarks compare against."""
 from fastmts import _native
+from fastmts import _tensorflow
 from fastmts import fetches as fetches_lib
 
 
@@ -12,6 +13,7 @@ def native_floor_loop(tf_session, fetches, steps, reread=None, reread_period=100
   re-reads of the global step that TF's StepCounterHook and
   SummarySaverHook make on the steps where their timers may fire, made as
   fastmts's native hooks make them."""
+  _tensorflow.check_handles(tf_session.graph)  # as runs_natively() does for the sessions
   plans = fetches_lib.PlanCache(tf_session.graph, tf_session)
   reread_plan = None
   if reread is not None:

@@ -22,12 +22,17 @@ from tensorflow.python.util import compat
 
 from fastmts import _native
 from fastmts import errors as fastmts_errors
+from fastmts import timeouts
 
 
 def error_codes_of(exception_types):
-  """The TF error codes whose exception classes are among `exception_types`."""
+  """The TF error codes whose exception classes are among `exception_types`.
+
+  Entries that are not classes are skipped: TF's Coordinator accepts them
+  and only fails (with Python's TypeError) when an error is filtered."""
+  classes = tuple(t for t in exception_types if isinstance(t, type))
   return sorted(code for code, cls in errors_impl._CODE_TO_EXCEPTION_CLASS.items()  # pylint: disable=protected-access
-                if issubclass(cls, tuple(exception_types)))
+                if issubclass(cls, classes))
 
 
 class Coordinator(_tf_coordinator.Coordinator):
@@ -110,8 +115,20 @@ class Coordinator(_tf_coordinator.Coordinator):
       self.request_stop(ex=sys.exc_info())
 
   def wait_for_stop(self, timeout=None):
-    """Waits (without the GIL) until stop is requested; False on timeout."""
-    return self.native.wait_for_stop(-1.0 if timeout is None else float(timeout))
+    """Waits (without the GIL) until stop is requested; False on timeout.
+
+    `timeout` as TF's, which is threading.Event.wait's: None waits for
+    stop, a timeout that is not positive (negative, zero, NaN) returns at
+    once (TF's LooperThread passes negative ones when it runs behind), and
+    one Python's lock cannot wait for raises its error."""
+    if timeout is None:
+      return self.native.wait_for_stop(None)
+    if self.native.should_stop():
+      return True  # Event.wait looks at the flag before the timeout
+    if not timeout > 0:  # a non-number raises Python's TypeError here, as TF
+      return self.native.should_stop()
+    timeouts.check_lock_timeout(timeout)
+    return self.native.wait_for_stop(float(timeout))
 
   def register_thread(self, thread):
     """Registers a Python thread for join(), as TF's Coordinator."""

@@ -23,6 +23,7 @@ from tensorflow.python.util import function_utils
 from fastmts import _native
 from fastmts import async_checkpoint as async_checkpoint_lib
 from fastmts import basic_session_run_hooks as fastmts_hooks
+from fastmts import class_identity
 from fastmts import errors as fastmts_errors
 from fastmts import fetches as fetches_lib
 from fastmts import graph_events
@@ -30,7 +31,7 @@ from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
 from fastmts import python_hooked_session
 from fastmts import queue_runner
-from fastmts.queue_runner import NativeQueueRunners
+from fastmts.queue_runner import QueueRunners
 from fastmts.recovery import RecoveryPolicy
 from fastmts.session_creators import ChiefSessionCreator
 from fastmts.session_creators import Scaffold
@@ -431,7 +432,7 @@ class _MonitoredSession:
         # A wrapped session: TF's own queue-runner threads, through its run.
         queue_runner_impl.start_queue_runners(sess=self.tf_sess, coord=self.coord)
       elif ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
-        self.queue_runners = NativeQueueRunners(self.tf_sess, self.coord)
+        self.queue_runners = QueueRunners(self.tf_sess, self.coord)
       try:
         self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
       except Exception:
@@ -472,8 +473,9 @@ class _MonitoredSession:
 
   @property
   def queue_runner_threads(self):
-    """The native threads running the graph's QueueRunners (thread-like:
-    name, is_alive(), join()); empty when there are none or when closed."""
+    """The threads running the graph's QueueRunners (native ones, thread-
+    like: name, is_alive(), join(); Python threading.Threads for runners
+    that run their own loop); empty when there are none or when closed."""
     runners = self._coordinated_creator.queue_runners
     return list(runners.threads) if runners is not None else []
 
@@ -493,7 +495,9 @@ class _MonitoredSession:
 # code runs on a fastmts session.
 
 
-class MonitoredSession(_MonitoredSession, _tf_monitored_session.MonitoredSession):
+class MonitoredSession(_MonitoredSession, _tf_monitored_session.MonitoredSession,
+                       metaclass=class_identity.StandsFor,
+                       stands_for=_tf_monitored_session.MonitoredSession):
   """Session-like object that handles initialization, recovery and hooks.
 
   Same contract as `tf.compat.v1.train.MonitoredSession`: hooks' `begin()`
@@ -511,7 +515,9 @@ class MonitoredSession(_MonitoredSession, _tf_monitored_session.MonitoredSession
                      end_on_interrupt=end_on_interrupt)
 
 
-class SingularMonitoredSession(_MonitoredSession, _tf_monitored_session.SingularMonitoredSession):
+class SingularMonitoredSession(_MonitoredSession, _tf_monitored_session.SingularMonitoredSession,
+                               metaclass=class_identity.StandsFor,
+                               stands_for=_tf_monitored_session.SingularMonitoredSession):
   """Like `MonitoredSession`, always a chief, no recovery, with `raw_session()`."""
 
   def __init__(self, hooks=None, scaffold=None, master='', config=None, checkpoint_dir=None,

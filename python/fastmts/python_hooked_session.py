@@ -13,6 +13,7 @@ the object's `run`.
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.client import session as session_lib
 
+from fastmts import _tensorflow
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
@@ -21,10 +22,15 @@ from fastmts.session_run_hook import SessionRunValues
 def runs_natively(sess):
   """Whether the native dispatch can run `sess`: a tf.compat.v1 Session
   (BaseSession) whose `run` is TF's own, so that running its TF_Session
-  directly is what its `run` would do."""
-  return (isinstance(sess, session_lib.BaseSession) and
+  directly is what its `run` would do. Every session reaches the native core
+  through here first, so the first one proves the C handles (RuntimeError if
+  they are wrong; nothing after that)."""
+  if not (isinstance(sess, session_lib.BaseSession) and
           type(sess).run is session_lib.BaseSession.run and
-          getattr(sess, '_session', None) is not None)
+          getattr(sess, '_session', None) is not None):
+    return False
+  _tensorflow.check_handles(sess.graph)
+  return True
 
 
 def _raise_if_feeds_intersect(feeds1, feeds2, message):

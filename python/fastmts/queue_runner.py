@@ -1,11 +1,15 @@
-"""The graph's QueueRunners, run in native threads that never take the GIL.
+"""The graph's QueueRunners, started as TF's start_queue_runners starts them.
 
-For each `tf.compat.v1.train.QueueRunner` in the QUEUE_RUNNERS collection,
+A QueueRunner that runs TF's own loop on TF ops (TF's class, or a subclass
+that keeps its loop) runs in native threads that never take the GIL:
 _native.QueueRunnerThreads runs one thread per enqueue op plus one that runs
 the cancel op when the coordinator stops, with TF's QueueRunner semantics
-(close op when the queue closes, other errors to the coordinator). Each
-thread is registered with the coordinator as a thread-like object, so
-Coordinator.join() waits for them within its grace period.
+(close op when the queue closes, other errors to the coordinator). Each is
+registered with the coordinator as a thread-like object, so
+Coordinator.join() waits for it within its grace period. Any other runner
+(a subclass with its own `_run`, `_close_on_stop` or `create_threads`, such
+as the feeding runner of `numpy_input_fn`, or enqueue "ops" that are not an
+Operation or a Tensor) is started by its own `create_threads`, as TF does.
 """
 import time
 
@@ -13,16 +17,30 @@ from tensorflow.python.framework import ops
 from tensorflow.python.training import queue_runner_impl as _tf_queue_runner
 
 from fastmts import _native
+from fastmts import _tensorflow
+from fastmts import timeouts
 from fastmts.coordinator import error_codes_of
 
 
+_TF_LOOP = ('_run', '_close_on_stop', 'create_threads')
+
+
+def keeps_tf_loop(runner):
+  """Whether `runner`'s threads would run TF's QueueRunner loop: its class
+  is TF's or a subclass that overrides none of the loop's methods."""
+  cls = type(runner)
+  base = _tf_queue_runner.QueueRunner
+  return isinstance(runner, base) and all(
+      getattr(cls, name, None) is getattr(base, name) for name in _TF_LOOP)
+
+
 def runs_only_tf_ops(thread):
-  """True for a queue-runner thread: a native one, or a Python thread
-  running one of TF's QueueRunner loops (it only runs TF ops)."""
+  """True for a queue-runner thread that only runs TF ops: a native one, or
+  a Python thread running TF's own QueueRunner loop."""
   if isinstance(thread, NativeThread):
     return True
   target = getattr(thread, '_target', None)
-  return isinstance(getattr(target, '__self__', None), _tf_queue_runner.QueueRunner)
+  return keeps_tf_loop(getattr(target, '__self__', None))
 
 
 def poll_until(done, deadline):
@@ -53,16 +71,47 @@ class NativeThread:
 
   def join(self, timeout=None):
     """Waits for the thread to end, at most `timeout` seconds (None: no
-    bound), as threading.Thread.join."""
-    poll_until(lambda: not self.is_alive(),
-                None if timeout is None else time.monotonic() + timeout)
+    bound), as threading.Thread.join (negative: no wait; the values
+    Python's join refuses raise its errors)."""
+    if timeout is None:
+      poll_until(lambda: not self.is_alive(), None)
+      return
+    timeout = max(timeout, 0)
+    if self.is_alive():
+      timeouts.check_lock_timeout(timeout)
+    poll_until(lambda: not self.is_alive(), time.monotonic() + timeout)
 
   def __repr__(self):
     return '<NativeThread %s %s>' % (self.name, 'alive' if self.is_alive() else 'stopped')
 
 
-def _op(op):
-  return None if op is None else op._c_op  # pylint: disable=protected-access
+def _c_op(fetchable):
+  """The TF_Operation handle a native thread runs for `fetchable`, as TF's
+  QueueRunner runs it with Session.run: an Operation, or the op of a Tensor
+  (running it as a target runs exactly that op; the value is discarded
+  either way). None for anything else."""
+  if isinstance(fetchable, ops.Operation):
+    return fetchable._c_op  # pylint: disable=protected-access
+  if isinstance(fetchable, _tensorflow.Tensor):
+    return fetchable.op._c_op  # pylint: disable=protected-access
+  return None
+
+
+def _native_spec(runner):
+  """The handles of `runner`'s enqueue, close and cancel ops (the private
+  attributes TF's own loop reads), or None when a native thread cannot run
+  the runner exactly as TF would."""
+  if not keeps_tf_loop(runner):
+    return None
+  enqueue_ops = [_c_op(op) for op in runner._enqueue_ops]  # pylint: disable=protected-access
+  close_op, cancel_op = runner._close_op, runner._cancel_op  # pylint: disable=protected-access
+  handles = [_c_op(op) if op is not None else None for op in (close_op, cancel_op)]
+  if (None in enqueue_ops or any(h is None and op is not None
+                                 for h, op in zip(handles, (close_op, cancel_op)))):
+    return None
+  names = (['QueueRunnerThread-%s-%s' % (runner.name, op.name) for op in runner._enqueue_ops] +  # pylint: disable=protected-access
+           ['QueueRunnerThread-%s-close_on_stop' % runner.name])
+  return enqueue_ops, handles[0], handles[1], names
 
 
 # Groups whose threads may still run. Holding them (and through them their
@@ -71,8 +120,10 @@ def _op(op):
 _running = set()
 
 
-class NativeQueueRunners:
-  """Starts the queue runners of `tf_sess`'s graph under `coord`."""
+class QueueRunners:
+  """Starts the queue runners of `tf_sess`'s graph under `coord`: natively
+  where TF's own loop would run on TF ops, by the runner's own
+  create_threads otherwise."""
 
   def __init__(self, tf_sess, coord, collection=ops.GraphKeys.QUEUE_RUNNERS):
     self._tf_sess = tf_sess  # native threads use its TF_Session until joined
@@ -80,9 +131,15 @@ class NativeQueueRunners:
     self.threads = []
     _running.add(self)
     for qr in tf_sess.graph.get_collection(collection):
+      spec = _native_spec(qr)
+      if spec is None:
+        with tf_sess.graph.as_default():  # as TF's start_queue_runners
+          self.threads.extend(qr.create_threads(tf_sess, coord=coord, daemon=True, start=True))
+        continue
+      enqueue_ops, close_op, cancel_op, names = spec
       group = _native.QueueRunnerThreads(
-          tf_sess, qr.name, [_op(op) for op in qr.enqueue_ops], _op(qr.close_op),
-          _op(qr.cancel_op), error_codes_of(qr.queue_closed_exception_types), coord.native)
+          tf_sess, names, enqueue_ops, close_op, cancel_op,
+          error_codes_of(qr.queue_closed_exception_types), coord.native)
       self._groups.append(group)
       for i in range(len(group)):
         thread = NativeThread(group, i)
@@ -95,8 +152,9 @@ class NativeQueueRunners:
                        time.monotonic() + timeout)
 
   def join(self):
-    """Blocks until every thread ended (the session must have been closed or
-    the queues cancelled, so that none stays blocked in TF)."""
+    """Blocks until every native thread ended (the session must have been
+    closed or the queues cancelled, so that none stays blocked in TF).
+    Python threads are the coordinator's to join, as in TF."""
     for group in self._groups:
       group.join()
     self._tf_sess = None

@@ -11,6 +11,7 @@ second instead of up to recovery_wait_secs (30 s).
 from tensorflow.python.framework import ops
 from tensorflow.python.training import monitored_session as _tf_monitored_session
 
+from fastmts import class_identity
 from fastmts import session_manager
 
 ChiefSessionCreator = _tf_monitored_session.ChiefSessionCreator
@@ -18,7 +19,9 @@ Scaffold = _tf_monitored_session.Scaffold
 SessionCreator = _tf_monitored_session.SessionCreator
 
 
-class WorkerSessionCreator(_tf_monitored_session.WorkerSessionCreator):
+class WorkerSessionCreator(_tf_monitored_session.WorkerSessionCreator,
+                           metaclass=class_identity.AbstractStandsFor,
+                           stands_for=_tf_monitored_session.WorkerSessionCreator):
   """`tf.compat.v1.train.WorkerSessionCreator` (same arguments and behaviour),
   waiting for the chief with a short, growing poll interval."""
 

@@ -32,7 +32,7 @@ class SessionManager(_tf_session_manager.SessionManager):
     self._target = master
     if max_wait_secs is None:
       max_wait_secs = float('Inf')
-    deadline = time.time() + max_wait_secs
+    start = time.time()
     pause = FIRST_POLL_SECS
     while True:
       sess = session.Session(self._target, graph=self._graph, config=config)
@@ -44,7 +44,10 @@ class SessionManager(_tf_session_manager.SessionManager):
           return sess
       self._safe_close(sess)
       pause = min(pause, MAX_POLL_SECS, self._recovery_wait_secs)
-      if deadline - time.time() - pause < 0:
+      # TF's count-down: what remains is never below 0, so a NaN
+      # max_wait_secs ends the wait (with TF's error) instead of never.
+      remaining = max(0, max_wait_secs - (time.time() - start))
+      if remaining - pause < 0:
         raise errors.DeadlineExceededError(
             None, None, 'Session was not ready after waiting %d secs.' % (max_wait_secs,))
       logging.info('Waiting for model to be ready.  Ready_for_local_init_op:  %s, ready: %s',
