@@ -42,8 +42,9 @@ void* pointer_from_conduit(py::handle obj, const py::object& conduit, const std:
 // pybind11 release since 2.2 lays out a simple instance: right after the
 // object header, with a flags byte after the holder and weakref slots. Read
 // it only from an object of exactly TF's wrapper class for that C type, whose
-// size and flags say "simple layout"; fastmts/_tensorflow.py checks once per
-// process, on a probe operation, that the pointer read this way names it.
+// size and flags say "simple layout"; check_handles in fastmts/_tensorflow.py
+// proves once per process, on an operation of the first session's graph, that
+// the pointer read this way names it.
 struct Pybind11SimpleInstance {
   PyObject_HEAD
   void* value_and_holder[3];  // the value pointer, then a holder of <= 2 words
