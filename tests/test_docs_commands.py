@@ -16,6 +16,7 @@ import glob
 import os
 import pathlib
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -122,8 +123,13 @@ def command_env(tmp_path):
   """The environment of a command: `python` is this interpreter; scratch in tmp_path."""
   bin_dir = tmp_path / 'bin'
   bin_dir.mkdir()
+  # A script that execs this interpreter by its own path, not a symlink: from
+  # Python 3.13 a symlink to a venv's python placed in another folder starts
+  # the base interpreter, without the venv's site-packages.
   for name in ('python', 'python3'):
-    (bin_dir / name).symlink_to(sys.executable)
+    launcher = bin_dir / name
+    launcher.write_text('#!/bin/sh\nexec %s "$@"\n' % shlex.quote(sys.executable))
+    launcher.chmod(0o755)
   env = dict(os.environ)
   env['PATH'] = '%s%s%s' % (bin_dir, os.pathsep, env.get('PATH', ''))
   env['TMPDIR'] = str(tmp_path)
