@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "native_threads.h"
+#include "tf_strings.h"
 
 namespace fastmts {
 namespace {

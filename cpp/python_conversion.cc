@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "tf_status.h"
+#include "tf_strings.h"
 
 namespace py = pybind11;
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "python_compat.h"
 #include "timers.h"
 
 namespace py = pybind11;

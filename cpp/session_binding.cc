@@ -9,6 +9,7 @@
 
 #include "coordinator.h"
 #include "hooked_session.h"
+#include "python_compat.h"
 #include "python_conversion.h"
 #include "python_fetches.h"
 #include "python_gil.h"

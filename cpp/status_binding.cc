@@ -4,6 +4,7 @@
 
 #include "fetch_merge.h"
 #include "hooked_session.h"
+#include "python_compat.h"
 #include "tf_status.h"
 
 namespace py = pybind11;

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <string_view>
 #include <vector>
 
 #include "tf_c_api.h"
@@ -24,8 +23,6 @@ using SharedTensor = std::shared_ptr<TF_Tensor>;
 // untouched and its reference count balanced.
 TensorPtr tensor_from_buffer(TF_DataType dtype, const std::vector<int64_t>& dims,
                              const void* data, size_t nbytes);
-TensorPtr tensor_from_strings(const std::vector<int64_t>& dims,
-                              const std::vector<std::string_view>& items);
 
 // Makes a fetched tensor safe to expose as an array: TF may return a tensor
 // that aliases live state (a variable's buffer); like TF's Python client we
@@ -34,7 +31,5 @@ SharedTensor take_exclusive(TF_Tensor* fetched);
 
 std::vector<int64_t> tensor_dims(const TF_Tensor* t);
 int64_t element_count(const TF_Tensor* t);
-// Views into a TF_STRING tensor's elements, valid while the tensor lives.
-std::vector<std::string_view> string_elements(const TF_Tensor* t);
 
 }  // namespace fastmts

@@ -9,6 +9,8 @@ namespace tf {
 
 #define FASTMTS_DEFINE_TF_FUNCTION(ret, name, params) ret(*name) params = nullptr;
 FASTMTS_TF_C_API_FUNCTIONS(FASTMTS_DEFINE_TF_FUNCTION)
+FASTMTS_TF_TSTRING_FUNCTIONS(FASTMTS_DEFINE_TF_FUNCTION)
+FASTMTS_TF_ENCODED_STRING_FUNCTIONS(FASTMTS_DEFINE_TF_FUNCTION)
 #undef FASTMTS_DEFINE_TF_FUNCTION
 
 }  // namespace tf
@@ -24,8 +26,9 @@ std::string bind_tf_c_api(const std::string& library) {
   }
   // dlsym on the handle searches the library and then its dependencies, so
   // this finds each function wherever the release keeps it
-  // (libtensorflow_cc.so.2, or from 2.19 libtensorflow_framework.so.2 for the
-  // tensor and status functions): the definitions TF's session binding uses.
+  // (_pywrap_tensorflow_internal.so up to 2.11, libtensorflow_cc.so.2 from
+  // 2.12, libtensorflow_framework.so.2 from 2.19 for the tensor and status
+  // functions): the definitions TF's session binding uses.
   std::vector<std::pair<void**, void*>> found;
   std::string missing;
 #define FASTMTS_LOOK_UP_TF_FUNCTION(ret, name, params)                           \
@@ -36,6 +39,12 @@ std::string bind_tf_c_api(const std::string& library) {
   FASTMTS_TF_C_API_FUNCTIONS(FASTMTS_LOOK_UP_TF_FUNCTION)
 #undef FASTMTS_LOOK_UP_TF_FUNCTION
   if (!missing.empty()) return library + " does not provide " + missing;
+#define FASTMTS_LOOK_UP_OPTIONAL_TF_FUNCTION(ret, name, params)                  \
+  if (void* symbol = dlsym(handle, "TF_" #name))                                   \
+    found.emplace_back(reinterpret_cast<void**>(&tf::name), symbol);
+  FASTMTS_TF_TSTRING_FUNCTIONS(FASTMTS_LOOK_UP_OPTIONAL_TF_FUNCTION)
+  FASTMTS_TF_ENCODED_STRING_FUNCTIONS(FASTMTS_LOOK_UP_OPTIONAL_TF_FUNCTION)
+#undef FASTMTS_LOOK_UP_OPTIONAL_TF_FUNCTION
   for (auto& [slot, symbol] : found) *slot = symbol;
   return {};
 }

@@ -1,5 +1,13 @@
-"""The TensorFlow fastmts runs on: whichever release (2.12 to 2.21) and
+"""The TensorFlow fastmts runs on: whichever release (1.15, 2.0 to 2.21) and
 distribution (`tensorflow`, `tensorflow-cpu`, ...) is installed.
+
+Everything that differs between those releases on the Python side is decided
+here, once, from what the running TF has (not from its version number where
+the thing itself can be looked at), with the releases named: the modules
+that moved, TF's own behaviour that changed (what its CheckpointSaverHook
+logs, how its write_graph serializes), the arguments older releases lack.
+Where a behaviour differs between releases, fastmts follows the TF it runs
+on.
 
 Imported first by `fastmts/__init__.py`: a missing or unsupported TF fails
 here, at `import fastmts`, with one line saying what to install, never later
@@ -14,18 +22,23 @@ while functions, so a use here would renumber the user's graphs and change
 their graph.pbtxt and .meta bytes), no logging or deprecation-warning state
 (tests/test_import_state.py).
 """
+import inspect
+import operator
 import re
 
-SUPPORTED = ((2, 12), (2, 21))  # oldest and newest release, both included
-_RANGE = '%d.%d to %d.%d' % (SUPPORTED[0] + SUPPORTED[1])
-_INSTALL_HINT = ("pip install 'tensorflow-cpu>=2.12,<2.22' (or 'tensorflow'; "
-                 "or pip install 'fastmts[cpu]')")
+# The supported releases: 1.15, and every 2.x from 2.0 to 2.21.
+SUPPORTED = ((1, 15), (2, 0), (2, 21))
+_RANGE = '1.15 or 2.0 to 2.21'
+_INSTALL_HINT = ("pip install 'tensorflow-cpu>=2.12,<2.22' (or 'tensorflow'; or "
+                 "pip install 'fastmts[cpu]'); below 2.18 TensorFlow needs 'numpy<2', "
+                 "1.15 'protobuf<=3.20'")
 
 try:
   import tensorflow as tf  # loads TF's shared libraries before the extension
-except ImportError as e:
-  raise ImportError('fastmts needs TensorFlow %s, and `import tensorflow` failed (%s): %s'
-                    % (_RANGE, e, _INSTALL_HINT)) from e
+except Exception as e:  # pylint: disable=broad-except
+  # Not only ImportError: TF 2.11 and older fail with TypeError under numpy 2.
+  raise ImportError('fastmts needs TensorFlow %s, and `import tensorflow` failed (%s: %s): %s'
+                    % (_RANGE, type(e).__name__, e, _INSTALL_HINT)) from e
 
 
 def check_release(version):
@@ -36,7 +49,7 @@ def check_release(version):
     raise ImportError('fastmts cannot read the TensorFlow version %r: %s'
                       % (version, _INSTALL_HINT))
   found = int(match.group(1)), int(match.group(2))
-  if not SUPPORTED[0] <= found <= SUPPORTED[1]:
+  if found != SUPPORTED[0] and not SUPPORTED[1] <= found <= SUPPORTED[2]:
     raise ImportError('fastmts supports TensorFlow %s; this is TensorFlow %s: %s'
                       % (_RANGE, version, _INSTALL_HINT))
   return found
@@ -45,7 +58,15 @@ def check_release(version):
 RELEASE = check_release(tf.__version__)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from fastmts import _native
+try:
+  from fastmts import _native
+except ImportError as e:
+  # pybind11 reports an error while the module initializes as "initialization
+  # failed", with fastmts's own message as its cause: say that one.
+  cause = e.__cause__ or e.__context__ or e
+  raise ImportError('fastmts cannot run on TensorFlow %s: %s' % (tf.__version__, cause)) from e
+from tensorflow.python.framework import graph_io as _tf_graph_io
+from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
 # Names TF moved between the supported releases; fastmts uses TF's own where
 # the installed release has them, as TF's Session.run does in that release.
@@ -59,11 +80,48 @@ except ImportError:  # TF 2.12 names it interpolate
   from tensorflow.python.framework.error_interpolation import interpolate as interpolate_graph
 try:  # TF 2.18 and later convert feeds with numpy_compat (numpy 2 rules)
   from tensorflow.python.util.numpy_compat import np_asarray
-except ImportError:  # TF 2.12 to 2.17: plain numpy.asarray
+except ImportError:  # TF 1.15 to 2.17: plain numpy.asarray
   import numpy as _np
 
   def np_asarray(values, dtype=None):
     return _np.asarray(values, dtype=dtype)
+try:  # TF 2.9 and later
+  from tensorflow.python.checkpoint import checkpoint_management
+except ImportError:  # TF 1.15 to 2.8
+  from tensorflow.python.training import checkpoint_management
+
+# tensor_ref(t): the hashable reference of a Tensor (Tensor.ref from TF 2.2,
+# Tensor.experimental_ref in 1.15 to 2.1).
+tensor_ref = operator.methodcaller('ref' if hasattr(Tensor, 'ref') else 'experimental_ref')
+
+# TF 1.15's CheckpointSaverHook and MonitoredTrainingSession have no
+# save_graph_def (they always write the graph); 2.0 and later do.
+SAVER_HOOK_TAKES_SAVE_GRAPH_DEF = (
+    'save_graph_def' in inspect.signature(_tf_hooks.CheckpointSaverHook.__init__).parameters)
+
+# Whether TF's CheckpointSaverHook logs "Calling checkpoint listeners
+# before/after saving checkpoint N..." around its save (2.4 and later, not
+# 1.15 to 2.1), as its code says.
+SAVER_HOOK_LOGS_LISTENER_CALLS = (
+    'Calling checkpoint listeners before saving checkpoint %d...'
+    in _tf_hooks.CheckpointSaverHook._save.__code__.co_consts)  # pylint: disable=protected-access
+
+
+def _writes_deterministically():
+  """Whether TF's graph_io.write_graph (and so Saver's .meta) serializes
+  deterministically: from 2.4 on, not in 1.15 and 2.1."""
+  try:
+    return 'deterministic=True' in inspect.getsource(_tf_graph_io.write_graph)
+  except (OSError, TypeError):  # no source: the releases that have it are the newer
+    return RELEASE >= (2, 4)
+
+
+WRITE_GRAPH_IS_DETERMINISTIC = _writes_deterministically()
+
+
+def serialize_as_write_graph(message):
+  """`message`'s bytes as TF's write_graph (the .meta of a save) writes them."""
+  return message.SerializeToString(deterministic=WRITE_GRAPH_IS_DETERMINISTIC)
 
 
 _handles_proven = False  # set by check_handles() once it has proven them

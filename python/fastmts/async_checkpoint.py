@@ -42,10 +42,10 @@ from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.framework import errors as tf_errors
 from tensorflow.python.platform import gfile
 from tensorflow.python.platform import tf_logging as logging
-from tensorflow.python.checkpoint import checkpoint_management
 from tensorflow.python.training import saver as saver_lib
 
 from fastmts import _native
+from fastmts import _tensorflow
 from fastmts import checkpoint_saver
 from fastmts import errors
 from fastmts import python_hooked_session
@@ -105,7 +105,7 @@ class AsyncCheckpoints:
         checkpoint_saver.write_meta_graph(checkpoint_file, meta_graph)
       # What Saver.save does once its save op returned the prefix.
       saver._RecordLastCheckpoint(checkpoint_file)  # pylint: disable=protected-access
-      checkpoint_management.update_checkpoint_state_internal(
+      _tensorflow.checkpoint_management.update_checkpoint_state_internal(
           save_dir=save_path_parent, model_checkpoint_path=checkpoint_file,
           all_model_checkpoint_paths=saver.last_checkpoints, latest_filename='checkpoint',
           save_relative_paths=saver._save_relative_paths)  # pylint: disable=protected-access

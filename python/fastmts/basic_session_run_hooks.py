@@ -57,7 +57,7 @@ class CheckpointSaverHook(_tf_hooks.CheckpointSaverHook, metaclass=class_identit
                save_graph_def=True, *, async_checkpoint=False):
     super().__init__(checkpoint_dir, save_secs=save_secs, save_steps=save_steps, saver=saver,
                      checkpoint_basename=checkpoint_basename, scaffold=scaffold,
-                     listeners=listeners, save_graph_def=save_graph_def)
+                     listeners=listeners, **save_graph_def_argument(save_graph_def))
     self._fastmts_async = async_checkpoint_lib.AsyncCheckpoints() if async_checkpoint else None
 
   def after_create_session(self, session, coord):
@@ -77,6 +77,18 @@ class CheckpointSaverHook(_tf_hooks.CheckpointSaverHook, metaclass=class_identit
   def end(self, session):
     """TF's final save, after the write in flight is delivered."""
     checkpoint_saver.end(self, session)
+
+
+def save_graph_def_argument(save_graph_def):
+  """TF's CheckpointSaverHook's save_graph_def argument: {} where TF's hook
+  has none (1.15, which always writes the graph), unless it asks for what
+  that hook cannot do."""
+  if _tensorflow.SAVER_HOOK_TAKES_SAVE_GRAPH_DEF:
+    return {'save_graph_def': save_graph_def}
+  if not save_graph_def:
+    raise TypeError('save_graph_def=%r: the CheckpointSaverHook of TensorFlow %s always '
+                    'saves the graph' % (save_graph_def, _tensorflow.tf.__version__))
+  return {}
 
 
 def _optional_float(value):

@@ -31,9 +31,9 @@ from tensorflow.core.util.event_pb2 import SessionLog
 from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
-from tensorflow.python.checkpoint import checkpoint_management
 from tensorflow.python.training import saver as saver_lib
 
+from fastmts import _tensorflow
 from fastmts import graph_events
 from fastmts import graph_io
 
@@ -58,7 +58,7 @@ def after_create_session(hook, session):
   graph = ops.get_default_graph()
   once = graph.finalized
   graph_def = graph.as_graph_def(add_shapes=True)
-  if hook._save_graph_def:
+  if _saves_graph_def(hook):
     graph_io.write_graph(graph_def, hook._checkpoint_dir, 'graph.pbtxt')
     if not once:
       graph_def = graph.as_graph_def(add_shapes=True)
@@ -70,12 +70,12 @@ def after_create_session(hook, session):
   else:
     hook._summary_writer.add_graph(graph)
   hook._summary_writer.add_meta_graph(meta_graph_def)
-  if (once and hook._save_graph_def and session.graph is graph and
+  if (once and _saves_graph_def(hook) and session.graph is graph and
       type(saver) is saver_lib.Saver and _built_quietly(graph, meta_graph_def)):
     # What _saver_save would export at this first save (it exports under
     # session.graph, the default graph here).
     _meta_graphs[hook] = (_fingerprint(graph, saver),
-                          meta_graph_def.SerializeToString(deterministic=True))
+                          _tensorflow.serialize_as_write_graph(meta_graph_def))
   save(hook, session, global_step)
   hook._timer.update_last_triggered_step(global_step)
 
@@ -115,15 +115,19 @@ def save(hook, session, step):
   # pylint: disable=protected-access
   writes = getattr(hook, '_fastmts_async', None)
   should_stop = writes is not None and writes.deliver(wait=True)
-  logging.info('Calling checkpoint listeners before saving checkpoint %d...', step)
+  if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:  # TF 2.4 and later
+    logging.info('Calling checkpoint listeners before saving checkpoint %d...', step)
+  else:  # TF 1.15 to 2.1 log the save before the listeners, and no listener lines
+    logging.info('Saving checkpoints for %d into %s.', step, hook._save_path)
   for listener in hook._listeners:
     listener.before_save(session, step)
 
-  logging.info('Saving checkpoints for %d into %s.', step, hook._save_path)
+  if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:
+    logging.info('Saving checkpoints for %d into %s.', step, hook._save_path)
   plan = None if writes is None else writes.plan_for(hook, session)
   if plan is not None:
     saver = hook._get_saver()
-    meta_graph = meta_graph_bytes(hook, saver, session.graph) if hook._save_graph_def else None
+    meta_graph = meta_graph_bytes(hook, saver, session.graph) if _saves_graph_def(hook) else None
     writes.save(hook, session, step, plan, _checkpoint_file(saver, hook._save_path, step),
                 meta_graph)
     return should_stop
@@ -136,7 +140,8 @@ def after_save(hook, session, step):
   # pylint: disable=protected-access
   hook._summary_writer.add_session_log(
       SessionLog(status=SessionLog.CHECKPOINT, checkpoint_path=hook._save_path), step)
-  logging.info('Calling checkpoint listeners after saving checkpoint %d...', step)
+  if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:
+    logging.info('Calling checkpoint listeners after saving checkpoint %d...', step)
   should_stop = False
   for listener in hook._listeners:
     if listener.after_save(session, step):
@@ -152,9 +157,9 @@ def _saver_save(hook, session, step):
   # pylint: disable=protected-access
   saver = hook._get_saver()
   graph = session.graph
-  if not hook._save_graph_def or type(saver) is not saver_lib.Saver or not graph.finalized:
+  if not _saves_graph_def(hook) or type(saver) is not saver_lib.Saver or not graph.finalized:
     saver.save(session, hook._save_path, global_step=step,
-               write_meta_graph=hook._save_graph_def)
+               write_meta_graph=_saves_graph_def(hook))
     return
   saver.save(session, hook._save_path, global_step=step, write_meta_graph=False)
   # Saver.save's own meta graph step, after the checkpoint and its state file.
@@ -164,9 +169,15 @@ def _saver_save(hook, session, step):
 
 def write_meta_graph(checkpoint_file, serialized):
   """The .meta file of `checkpoint_file`, as Saver.save writes it."""
-  filename = checkpoint_management.meta_graph_filename(checkpoint_file, meta_graph_suffix='meta')
+  filename = _tensorflow.checkpoint_management.meta_graph_filename(checkpoint_file, meta_graph_suffix='meta')
   graph_io.write_serialized_graph(serialized, os.path.dirname(filename),
                                   os.path.basename(filename))
+
+
+def _saves_graph_def(hook):
+  """hook._save_graph_def; TF 1.15's hook has no such option and always
+  writes the graph and the .meta."""
+  return getattr(hook, '_save_graph_def', True)  # pylint: disable=protected-access
 
 
 def _checkpoint_file(saver, save_path, step):
@@ -182,12 +193,12 @@ def meta_graph_bytes(hook, saver, graph):
   MetaGraphDef can change with changed."""
   if not graph.finalized:
     with graph.as_default():
-      return saver.export_meta_graph().SerializeToString(deterministic=True)
+      return _tensorflow.serialize_as_write_graph(saver.export_meta_graph())
   fingerprint = _fingerprint(graph, saver)
   cached = _meta_graphs.get(hook)
   if cached is None or cached[0] != fingerprint:
     with graph.as_default():
-      cached = (fingerprint, saver.export_meta_graph().SerializeToString(deterministic=True))
+      cached = (fingerprint, _tensorflow.serialize_as_write_graph(saver.export_meta_graph()))
     _meta_graphs[hook] = cached
   return cached[1]
 

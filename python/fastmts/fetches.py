@@ -86,7 +86,7 @@ def _make_fetch_plan(graph, tf_session, fetches, fed_values=None):
       build = lambda values: handler.build_results(tf_session, values)
   else:
     build = lambda values: handler.build_results(tf_session, values)
-  return FetchPlan(native, build, fetches, frozenset(t.ref() for t in tensors))
+  return FetchPlan(native, build, fetches, frozenset(_tensorflow.tensor_ref(t) for t in tensors))
 
 
 class _FeedConverter:
@@ -216,14 +216,14 @@ class PlanCache:
     handler = _tf_session._FetchHandler(self._graph, fetches, {})  # pylint: disable=protected-access
     if handler._fetch_handles:  # pylint: disable=protected-access
       return None
-    position = {t.ref(): i for i, t in enumerate(handler.fetches())}
+    position = {_tensorflow.tensor_ref(t): i for i, t in enumerate(handler.fetches())}
     layout = []
     for leaf in leaves:
       element = self._graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True)
       if isinstance(element, ops.Operation):
         layout.append(-1)
-      elif element.ref() in position:
-        layout.append(position[element.ref()])
+      elif _tensorflow.tensor_ref(element) in position:
+        layout.append(position[_tensorflow.tensor_ref(element)])
       else:
         return None
     return self.fetch_plan(fetches).native, layout
@@ -237,11 +237,11 @@ class PlanCache:
     overlap = fetch_plan.fed_overlap.get(feed_plan)
     if overlap is None:
       overlap = fetch_plan.fed_overlap[feed_plan] = any(
-          t.ref() in fetch_plan.fetched for t in feed_plan.fed)
+          _tensorflow.tensor_ref(t) in fetch_plan.fetched for t in feed_plan.fed)
     if overlap:
       # TF returns the fed value for a tensor that is also fetched, without
       # fetching it; rare, so resolved afresh with this step's values.
-      fed_values = {t.ref(): v for t, v in zip(feed_plan.fed, values)}
+      fed_values = {_tensorflow.tensor_ref(t): v for t, v in zip(feed_plan.fed, values)}
       fetch_plan = _make_fetch_plan(self._graph, self._tf_session, fetches, fed_values)
     return fetch_plan, feed_plan.native, values
 

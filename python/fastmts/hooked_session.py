@@ -47,7 +47,9 @@ def _signals_with_python_handlers():
   default_int_handler among them): the native loop watches these. (The C
   module `_signal` answers without `signal`'s enum conversions.)"""
   getsignal = _signal.getsignal
-  return [s for s in _signal.valid_signals() if callable(getsignal(s))]
+  # valid_signals is Python 3.8's; on 3.7 every number below NSIG.
+  valid = _signal.valid_signals() if hasattr(_signal, 'valid_signals') else range(1, _signal.NSIG)
+  return [s for s in valid if callable(getsignal(s))]
 
 
 class _StepState:

@@ -81,7 +81,7 @@ def _checkpoint_saver_hook(scaffold, checkpoint_dir, save_checkpoint_steps,
         scaffold=scaffold, save_graph_def=save_graph_def, async_checkpoint=True)
   return basic_session_run_hooks.CheckpointSaverHook(
       checkpoint_dir, save_steps=save_checkpoint_steps, save_secs=save_checkpoint_secs,
-      scaffold=scaffold, save_graph_def=save_graph_def)
+      scaffold=scaffold, **fastmts_hooks.save_graph_def_argument(save_graph_def))
 
 
 def _saves(steps, secs):

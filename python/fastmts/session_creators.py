@@ -28,9 +28,11 @@ class WorkerSessionCreator(_tf_monitored_session.WorkerSessionCreator,
   def _get_session_manager(self):
     if self._session_manager:
       return self._session_manager
+    # TF 1.15's Scaffold and SessionManager have no local_init_feed_dict.
+    feed = ({'local_init_feed_dict': self._scaffold.local_init_feed_dict}
+            if hasattr(self._scaffold, 'local_init_feed_dict') else {})
     self._session_manager = session_manager.SessionManager(
-        local_init_op=self._scaffold.local_init_op,
-        local_init_feed_dict=self._scaffold.local_init_feed_dict,
+        local_init_op=self._scaffold.local_init_op, **feed,
         ready_op=self._scaffold.ready_op,
         ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
         graph=ops.get_default_graph())
