@@ -1,7 +1,7 @@
 """fastmts on whichever TensorFlow is installed: the release gate at import,
 the extension's independence from any one TF build, and the raw C handles it
 reads from TF's Python objects (pybind11's conduit from TF 2.21, its instance
-layout before)."""
+layout from 2.2, SWIG's objects in 1.15 to 2.1)."""
 
 import os
 import shutil
@@ -25,27 +25,47 @@ def test_import_without_tensorflow_says_what_to_install(fastmts):
   proc = _python("import sys; sys.modules['tensorflow'] = None; import fastmts")
   assert proc.returncode != 0
   last = proc.stderr.strip().splitlines()[-1]
-  assert last.startswith('ImportError: fastmts needs TensorFlow 2.12 to 2.21, and '
+  assert last.startswith('ImportError: fastmts needs TensorFlow 1.15 or 2.0 to 2.21, and '
                          '`import tensorflow` failed'), proc.stderr
   assert "pip install 'tensorflow-cpu>=2.12,<2.22'" in last
   assert "pip install 'fastmts[cpu]'" in last
+  assert "'numpy<2'" in last and "'protobuf<=3.20'" in last
 
 
-@pytest.mark.parametrize('version', ['2.12.0', '2.12.1', '2.16.2', '2.19.1', '2.21.0',
-                                     '2.21.0-rc1', '2.20.0.dev20250101'])
+def test_a_tensorflow_that_fails_to_import_is_named_in_one_line(fastmts):
+  """TF 2.11 and older under numpy 2 fail with a TypeError, not an ImportError."""
+  proc = _python("import sys, types\n"
+                 "broken = types.ModuleType('tensorflow')\n"
+                 "def fail(name): raise TypeError('Unable to convert function return value')\n"
+                 "broken.__getattr__ = fail\n"
+                 "class Finder:\n"
+                 "  def find_spec(self, name, path=None, target=None):\n"
+                 "    if name == 'tensorflow': raise TypeError('Unable to convert function return value')\n"
+                 "sys.meta_path.insert(0, Finder())\n"
+                 "import fastmts")
+  assert proc.returncode != 0
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith('ImportError: fastmts needs TensorFlow 1.15 or 2.0 to 2.21, and '
+                         '`import tensorflow` failed (TypeError: Unable to convert'), proc.stderr
+  assert "'numpy<2'" in last
+
+
+@pytest.mark.parametrize('version', ['1.15.5', '2.0.0', '2.4.4', '2.11.1', '2.12.0', '2.12.1',
+                                     '2.16.2', '2.19.1', '2.21.0', '2.21.0-rc1',
+                                     '2.20.0.dev20250101'])
 def test_supported_releases_pass_the_gate(fastmts, version):
   from fastmts import _tensorflow  # pylint: disable=g-import-not-at-top
   major, minor = (int(p) for p in version.split('.')[:2])
   assert _tensorflow.check_release(version) == (major, minor)
 
 
-@pytest.mark.parametrize('version', ['2.11.1', '2.22.0', '1.15.5', '3.0.0', 'nightly'])
+@pytest.mark.parametrize('version', ['1.14.0', '1.13.1', '2.22.0', '3.0.0', 'nightly'])
 def test_unsupported_releases_fail_the_gate_with_the_range(fastmts, version):
   from fastmts import _tensorflow  # pylint: disable=g-import-not-at-top
   with pytest.raises(ImportError) as raised:
     _tensorflow.check_release(version)
   message = str(raised.value)
-  assert message.startswith('fastmts supports TensorFlow 2.12 to 2.21; this is TensorFlow %s: '
+  assert message.startswith('fastmts supports TensorFlow 1.15 or 2.0 to 2.21; this is TensorFlow %s: '
                             % version if version[0].isdigit() else
                             "fastmts cannot read the TensorFlow version 'nightly'"), message
   assert "pip install 'tensorflow-cpu>=2.12,<2.22'" in message
@@ -86,13 +106,17 @@ def test_operation_handles_are_the_operations_themselves(fastmts):
 
 def test_which_route_to_the_handles_this_release_takes(fastmts):
   """TF 2.21 and later hand out their C pointers through pybind11's conduit;
-  TF 2.12 to 2.20 have none, and fastmts reads pybind11's instance layout."""
+  TF 2.2 to 2.20 have none, and fastmts reads pybind11's instance layout;
+  1.15 to 2.1 bind the session with SWIG."""
   from fastmts import _tensorflow  # pylint: disable=g-import-not-at-top
   with tf.Graph().as_default() as graph:
     op = tf.constant(1.0).op
     session = tf.compat.v1.Session(graph=graph)
   try:
     for wrapper in (session._session, op._c_op):  # pylint: disable=protected-access
+      if _tensorflow.RELEASE < (2, 2):
+        assert type(wrapper).__name__ == 'SwigPyObject'
+        continue
       assert hasattr(wrapper, '_pybind11_conduit_v1_') == (_tensorflow.RELEASE >= (2, 21))
       assert type(wrapper).__basicsize__ == 56  # what the layout route requires
   finally:
