@@ -864,6 +864,12 @@ def test_feed_fn_hook_conflicts_with_caller_feed(check, key):
 # ---------------------------------------------------------------------------
 
 
+# TF 2.12 to 2.15 warn once per process that GlobalStepWaiterHook is
+# deprecated, from whichever test makes one first: made here, the warning
+# is out of the way of the log lines the tests below compare.
+v1.train.GlobalStepWaiterHook(wait_until_step=0)
+
+
 def _global_step_from(start_value, name='global_step'):
   """A resource int64 global step initialized to `start_value`; returns
   (global step variable, step read before the increment, train op)."""
