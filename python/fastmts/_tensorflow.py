@@ -133,8 +133,9 @@ def check_handles(graph):
   session of `graph`: raises RuntimeError if not.
 
   TF releases before 2.21 give no public way to the C object behind a Python
-  wrapper, so the native side reads it from pybind11's instance layout
-  (cpp/tf_python_handles.cc). The pointers it reads are used only by
+  wrapper, so the native side reads it from pybind11's instance layout (2.2
+  to 2.20) or SWIG's object (1.15 to 2.1; cpp/tf_python_handles.cc). The
+  pointers it reads are used only by
   TF_SessionRun, on a session every one of which goes through
   python_hooked_session.runs_natively() (or benchmarking.native_floor_loop)
   first; both call this. The proof reads one of the user's own operations
