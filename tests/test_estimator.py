@@ -165,7 +165,8 @@ def _log_lines(lines, model_dir):
     message = message.replace(model_dir, 'DIR')
     message = re.sub(r'global_step/sec: \S+', 'global_step/sec: x', message)
     message = re.sub(r'Inference Time : \S+s', 'Inference Time : xs', message)
-    message = re.sub(r'evaluation at \d{4}-\d\d-\d\d[T-][\d:]+$', 'evaluation at TIME', message)
+    # (TF 1.15 and 2.0 end the starting time with a 'Z', 2.11 and later do not.)
+    message = re.sub(r'evaluation at \d{4}-\d\d-\d\d[T-][\d:]+Z?$', 'evaluation at TIME', message)
     out.append(message)
   return out
 
@@ -304,8 +305,13 @@ def _model_fn(extra_chief_hooks=(), log=None, kinds=None):
   def model_fn(features, labels, mode, config):
     del config
     x = features['x']
-    w = v1.get_variable('w', [3, 1], initializer=v1.glorot_uniform_initializer())
-    b = v1.get_variable('b', [1], initializer=v1.zeros_initializer())
+    # Resource variables, as TF 2.x makes by default: TF 1.15's default, a
+    # RefVariable, is read without a copy, so its update races the
+    # summaries computed from the read below (stock TF's own w_norm differs
+    # from run to run).
+    w = v1.get_variable('w', [3, 1], initializer=v1.glorot_uniform_initializer(),
+                        use_resource=True)
+    b = v1.get_variable('b', [1], initializer=v1.zeros_initializer(), use_resource=True)
     # One read of each, which the updates wait for (through the gradients):
     # summaries and hooks that read the variables again would race them.
     w_read, b_read = tf.identity(w, name='w_read'), tf.identity(b, name='b_read')
@@ -405,6 +411,16 @@ def test_canned_linear_regressor_with_tf_data(fastmts, tmp_path):
   assert len(stock['predictions']) == len(x)
 
 
+def _adagrad():
+  """Adagrad(0.05) of the kind tf.estimator.DNNClassifier takes: in TF 1.15
+  (the v1 estimator) a tf.compat.v1.train optimizer; from 2.0 a Keras
+  OptimizerV2, which 2.11 and later keep as tf.keras.optimizers.legacy."""
+  if tf.__version__.startswith('1.'):
+    return v1.train.AdagradOptimizer(0.05)
+  optimizers = getattr(tf.keras.optimizers, 'legacy', tf.keras.optimizers)
+  return optimizers.Adagrad(0.05)
+
+
 def test_canned_dnn_classifier_with_numpy_input_fn(fastmts, tmp_path):
   """numpy_input_fn builds a _FeedingQueueRunner: a QueueRunner subclass whose
   threads feed the enqueue op from Python."""
@@ -416,8 +432,7 @@ def test_canned_dnn_classifier_with_numpy_input_fn(fastmts, tmp_path):
     # 2.12 (inspect.getargspec), with or without fastmts: a factory instead.
     est = _estimator.DNNClassifier(hidden_units=[4], n_classes=3,
                                    feature_columns=[tf.feature_column.numeric_column('x', [3])],
-                                   optimizer=lambda: tf.keras.optimizers.legacy.Adagrad(0.05),
-                                   config=_config(model_dir))
+                                   optimizer=_adagrad, config=_config(model_dir))
     numpy_input = _estimator_v1.inputs.numpy_input_fn
     return _train_evaluate_predict(
         est, model_dir,

@@ -67,6 +67,7 @@ except ImportError as e:
   raise ImportError('fastmts cannot run on TensorFlow %s: %s' % (tf.__version__, cause)) from e
 from tensorflow.python.framework import graph_io as _tf_graph_io
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
+from tensorflow.python.training import saver as _tf_saver
 
 # Names TF moved between the supported releases; fastmts uses TF's own where
 # the installed release has them, as TF's Session.run does in that release.
@@ -85,9 +86,9 @@ except ImportError:  # TF 1.15 to 2.17: plain numpy.asarray
 
   def np_asarray(values, dtype=None):
     return _np.asarray(values, dtype=dtype)
-try:  # TF 2.9 and later
+try:  # TF 2.10 and later
   from tensorflow.python.checkpoint import checkpoint_management
-except ImportError:  # TF 1.15 to 2.8
+except ImportError:  # TF 1.15 to 2.9
   from tensorflow.python.training import checkpoint_management
 
 # tensor_ref(t): the hashable reference of a Tensor (Tensor.ref from TF 2.2,
@@ -105,6 +106,19 @@ SAVER_HOOK_TAKES_SAVE_GRAPH_DEF = (
 SAVER_HOOK_LOGS_LISTENER_CALLS = (
     'Calling checkpoint listeners before saving checkpoint %d...'
     in _tf_hooks.CheckpointSaverHook._save.__code__.co_consts)  # pylint: disable=protected-access
+
+
+def _saver_save_logs_files():
+  """Whether TF's Saver.save ends by logging, at INFO, the name of every file
+  under the checkpoint's prefix and their running size (saver.py's
+  _get_checkpoint_size, after the .meta is written, so the .meta is among
+  them): TF 2.9 only; 2.8 and earlier have no such step, and from 2.10 on it
+  logs nothing."""
+  size = getattr(_tf_saver, '_get_checkpoint_size', None)
+  return size is not None and 'logging' in size.__code__.co_names
+
+
+SAVER_SAVE_LOGS_CHECKPOINT_FILES = _saver_save_logs_files()
 
 
 def _writes_deterministically():

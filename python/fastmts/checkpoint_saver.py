@@ -157,7 +157,10 @@ def _saver_save(hook, session, step):
   # pylint: disable=protected-access
   saver = hook._get_saver()
   graph = session.graph
-  if not _saves_graph_def(hook) or type(saver) is not saver_lib.Saver or not graph.finalized:
+  if (not _saves_graph_def(hook) or type(saver) is not saver_lib.Saver or not graph.finalized
+      # TF 2.9's Saver.save logs the checkpoint's files after writing the .meta
+      # itself; only its own export puts the .meta among them, so TF exports.
+      or _tensorflow.SAVER_SAVE_LOGS_CHECKPOINT_FILES):
     saver.save(session, hook._save_path, global_step=step,
                write_meta_graph=_saves_graph_def(hook))
     return
