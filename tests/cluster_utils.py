@@ -512,8 +512,9 @@ def read_ps_variables(cluster_spec, variables, task_index=0, timeout_ms=10000):
   ps = cluster_spec['ps'][task_index]
   with tf.Graph().as_default():
     with tf.compat.v1.device('/job:ps/task:%d' % task_index):
-      handles = {name: tf.compat.v1.get_variable(name, shape, dtype,
-                                                 use_resource=True)
+      # Of the kind the training made (this process's default, as theirs):
+      # resource variables in TF 2, ref variables in 1.15.
+      handles = {name: tf.compat.v1.get_variable(name, shape, dtype)
                  for name, (dtype, shape) in variables.items()}
     config = tf.compat.v1.ConfigProto(
         device_filters=['/job:ps/task:%d' % task_index],

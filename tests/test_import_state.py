@@ -92,7 +92,9 @@ state['eager'] = {
     'context seed': getattr(ctx, '_seed', None),
     'control flow v2': tf.compat.v1.control_flow_v2_enabled(),
     'resource variables': tf.compat.v1.resource_variables_enabled(),
-    'tf2': tf.__internal__.tf2.enabled() if hasattr(tf.__internal__, 'tf2') else None,
+    # (tf.__internal__ from TF 2.4)
+    'tf2': (tf.__internal__.tf2.enabled()
+            if hasattr(getattr(tf, '__internal__', None), 'tf2') else None),
 }
 
 # TF's once-only warnings and its logging, absl's.

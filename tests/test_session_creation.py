@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from compat_utils import (TF_IMPL, Raised, SessionInterface, ckpt_files, norm,
-                          outcome, raised, recording_hook_class)
+                          outcome, raised, recording_hook_class, save_graph_def_kwargs)
 
 v1 = tf.compat.v1
 
@@ -122,7 +122,7 @@ def test_stop_at_step_hook_errors(check):
              'StopAtStepHook.')])
 
 
-@pytest.mark.parametrize('kwargs,expected_files', [
+@pytest.mark.parametrize('kwargs_given,expected_files', [
     # Defaults: save_checkpoint_secs=600 -> a checkpoint at creation and end.
     ({}, ['checkpoint', 'graph.pbtxt'] + _ckpt_names('model.ckpt', [0, 3])),
     # No CheckpointSaverHook, so not even graph.pbtxt.
@@ -131,7 +131,9 @@ def test_stop_at_step_hook_errors(check):
      ['checkpoint'] + sorted(n for n in _ckpt_names('model.ckpt', [0, 1, 2, 3])
                              if not n.endswith('.meta'))),
 ], ids=['defaults', 'no-checkpoints', 'no-graph-def'])
-def test_mts_checkpoint_options(check, kwargs, expected_files):
+def test_mts_checkpoint_options(check, kwargs_given, expected_files):
+  kwargs = {k: v for k, v in kwargs_given.items() if k != 'save_graph_def'}
+  kwargs.update(save_graph_def_kwargs(kwargs_given.get('save_graph_def', True)))
 
   def scenario(impl, workdir):
     with tf.Graph().as_default():

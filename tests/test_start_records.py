@@ -28,7 +28,8 @@ from tensorflow.core.framework import graph_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.python.summary import plugin_asset
 
-from compat_utils import ckpt_files
+from compat_utils import (ckpt_files, same_meta_graph, save_graph_def_kwargs,
+                          without_random_file_names)
 from hook_test_utils import tf_log
 
 v1 = tf.compat.v1
@@ -88,7 +89,8 @@ def _numbered_functions(text):
 
 def _message_text(message):
   """A GraphDef or MetaGraphDef as text, its function names numbered and
-  its functions in order of name (TF lists them in hash order of name)."""
+  its functions in order of name (TF lists them in hash order of name), and
+  TF 1.15's random name of a Saver's temporary files masked."""
   message = type(message).FromString(message.SerializeToString())
   graph_def = message.graph_def if hasattr(message, 'graph_def') else message
   functions = list(graph_def.library.function)
@@ -96,7 +98,7 @@ def _message_text(message):
   parts = _numbered_functions('\f'.join(
       [text_format.MessageToString(message)] +
       [text_format.MessageToString(f) for f in functions])).split('\f')
-  return '\n'.join(parts[:1] + sorted(parts[1:]))
+  return without_random_file_names('\n'.join(parts[:1] + sorted(parts[1:])))
 
 
 def _event_records(directory, workdir):
@@ -150,8 +152,7 @@ def _files(directory, graph):
           written = f.read()
         if saver is not None:
           with graph.as_default():
-            as_tf[relpath] = written == saver.export_meta_graph().SerializeToString(
-                deterministic=True)
+            as_tf[relpath] = same_meta_graph(written, saver.export_meta_graph())
         out[relpath] = _message_text(meta_graph_pb2.MetaGraphDef.FromString(written))
       elif '/plugins/' in path:
         with open(path, 'rb') as f:
@@ -204,7 +205,7 @@ def test_records_at_start_and_end(check, summaries, collections, save_graph_def)
       train = _graph(summaries, collections)
       with tf_log(workdir) as log:
         with impl.MonitoredTrainingSession(checkpoint_dir=workdir, save_checkpoint_steps=2,
-                                           save_graph_def=save_graph_def,
+                                           **save_graph_def_kwargs(save_graph_def),
                                            log_step_count_steps=2) as sess:
           for _ in range(3):
             sess.run(train)

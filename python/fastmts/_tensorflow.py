@@ -65,6 +65,7 @@ except ImportError as e:
   # failed", with fastmts's own message as its cause: say that one.
   cause = e.__cause__ or e.__context__ or e
   raise ImportError('fastmts cannot run on TensorFlow %s: %s' % (tf.__version__, cause)) from e
+from tensorflow.python.client import session as _tf_session_lib
 from tensorflow.python.framework import graph_io as _tf_graph_io
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 from tensorflow.python.training import saver as _tf_saver
@@ -108,6 +109,45 @@ SAVER_HOOK_LOGS_LISTENER_CALLS = (
     in _tf_hooks.CheckpointSaverHook._save.__code__.co_consts)  # pylint: disable=protected-access
 
 
+def _feed_key():
+  """The key of a fed tensor in the feeds mapping Session.run gives TF's
+  _FetchHandler (fastmts hands it the same): the Tensor itself in TF 1.15 and
+  2.0, Tensor.experimental_ref() in 2.1, Tensor.ref() from 2.2."""
+  names = _tf_session_lib.BaseSession._run.__code__.co_names  # pylint: disable=protected-access
+  for name in ('ref', 'experimental_ref'):
+    if name in names:
+      return operator.methodcaller(name)
+  return lambda tensor: tensor
+
+
+feed_key = _feed_key()
+
+# Session.run's feed errors: TF 1.15 to 2.4 format them with % (the tensor
+# name by repr, the unfed tensor by str, "feed with key"); f-strings by 2.8
+# (names as they are, "argument `feed_dict` with key"). Read from the
+# installed Session.run, as what fastmts raises must be what it raises.
+FEED_ERRORS_USE_PERCENT_FORMAT = (
+    'Tensor %s may not be fed.' in _tf_session_lib.BaseSession._run.__code__.co_consts)  # pylint: disable=protected-access
+
+
+def _coordinator_reraise():
+  """reraise(exc_info) as TF's Coordinator re-raises a recorded exception:
+  six.reraise(*exc_info) in TF 1.15 to 2.10 (the recorded traceback restored;
+  a (None, None, None) record raises TypeError calling None), `raise
+  exc_info[1]` from 2.11."""
+  from tensorflow.python.training import coordinator  # pylint: disable=g-import-not-at-top
+  if 'six' in coordinator.Coordinator.join.__code__.co_names:
+    import six  # pylint: disable=g-import-not-at-top  (a dependency of those releases)
+    return lambda exc_info: six.reraise(*exc_info)
+
+  def reraise(exc_info):
+    raise exc_info[1]
+  return reraise
+
+
+coordinator_reraise = _coordinator_reraise()
+
+
 def _saver_save_logs_files():
   """Whether TF's Saver.save ends by logging, at INFO, the name of every file
   under the checkpoint's prefix and their running size (saver.py's
@@ -131,6 +171,10 @@ def _writes_deterministically():
 
 
 WRITE_GRAPH_IS_DETERMINISTIC = _writes_deterministically()
+
+# TF 1.15 to 2.4's write_graph creates the directory only if file_exists()
+# says it is missing (a logdir that is no str fails there, with TypeError).
+WRITE_GRAPH_CHECKS_FILE_EXISTS = 'file_exists' in _tf_graph_io.write_graph.__code__.co_names
 
 
 def serialize_as_write_graph(message):

@@ -32,7 +32,8 @@ Where it differs from a synchronous save, and why:
 A save falls back to TF's synchronous one where the snapshot cannot be
 taken: a Saver other than TF's exact class, the V1 format, an empty Saver,
 or a session that is not a plain tf.compat.v1.Session (e.g. a debugger
-wrapper), whose `run` must see every run.
+wrapper), whose `run` must see every run; and where the snapshot's run
+failed, so that the error raised is TF's own.
 """
 import atexit
 import os
@@ -92,7 +93,10 @@ class AsyncCheckpoints:
 
   def save(self, hook, session, step, plan, checkpoint_file, meta_graph):
     """Starts writing `step`'s checkpoint with `plan` (plan_for's; the
-    caller ran before_save and logged).
+    caller ran before_save and logged). Returns False, having written
+    nothing, if the snapshot's run failed: the caller then saves with TF's
+    Saver.save, which raises TF's own error (the failed read named as TF's
+    save op reads it, a ref variable's by the save op).
 
     `meta_graph` is the serialized MetaGraphDef to write as the `.meta`
     file, or None.
@@ -113,10 +117,10 @@ class AsyncCheckpoints:
 
     try:
       self.native.write(session, plan, checkpoint_file, finish)
-    except errors.StatusError as e:  # the snapshot's run
-      raise _as_saver_error(errors.from_status(e, session.graph, session),
-                            hook._save_path) from None  # pylint: disable=protected-access
+    except errors.StatusError:  # the snapshot's run: nothing was written
+      return False
     self._pending = _Pending(hook, session, step, hook._save_path)  # pylint: disable=protected-access
+    return True
 
   def deliver(self, wait):
     """The ended write's outcome, on the training thread: its error raised

@@ -128,9 +128,9 @@ def save(hook, session, step):
   if plan is not None:
     saver = hook._get_saver()
     meta_graph = meta_graph_bytes(hook, saver, session.graph) if _saves_graph_def(hook) else None
-    writes.save(hook, session, step, plan, _checkpoint_file(saver, hook._save_path, step),
-                meta_graph)
-    return should_stop
+    if writes.save(hook, session, step, plan, _checkpoint_file(saver, hook._save_path, step),
+                   meta_graph):
+      return should_stop
   _saver_save(hook, session, step)
   return after_save(hook, session, step) or should_stop
 

@@ -21,6 +21,7 @@ from tensorflow.python.training import coordinator as _tf_coordinator
 from tensorflow.python.util import compat
 
 from fastmts import _native
+from fastmts import _tensorflow
 from fastmts import errors as fastmts_errors
 from fastmts import timeouts
 
@@ -69,9 +70,9 @@ class Coordinator(_tf_coordinator.Coordinator):
       # After join, nobody would see it: raise it here instead.
       if self._joined:
         if isinstance(ex, tuple):
-          raise ex[1]
+          _tensorflow.coordinator_reraise(ex)
         elif ex is not None:
-          raise sys.exc_info()[1]
+          _tensorflow.coordinator_reraise(sys.exc_info())
       if not self.native.should_stop():
         if ex and self.native.claim_error():
           if isinstance(ex, tuple):
@@ -143,7 +144,7 @@ class Coordinator(_tf_coordinator.Coordinator):
   def _raise_first_exception(self):
     """Raises the first exception reported, if any (called with the lock)."""
     if self._exc_info_to_raise:
-      raise self._exc_info_to_raise[1]  # as TF, even when that is None
+      _tensorflow.coordinator_reraise(self._exc_info_to_raise)  # as TF, even a None
     if self._native_exception is None:
       native = self.native.native_error()
       if native is None:

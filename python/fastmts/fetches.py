@@ -102,12 +102,14 @@ class _FeedConverter:
 
   def __call__(self, value, original_key, original_value):
     if isinstance(value, _tensorflow.Tensor):
+      passed_to = ('feed' if _tensorflow.FEED_ERRORS_USE_PERCENT_FORMAT
+                   else 'argument `feed_dict`')
       raise TypeError(
           'The value of a feed cannot be a tf.Tensor object. Acceptable '
           'feed values include Python scalars, strings, lists, numpy '
           'ndarrays, or TensorHandles. For reference, the tensor object '
-          f'was {str(original_value)} which was passed to the argument '
-          f'`feed_dict` with key {str(original_key)}.')
+          f'was {str(original_value)} which was passed to the {passed_to} '
+          f'with key {str(original_key)}.')
     np_dtype = self.np_dtype
     if isinstance(value, int) and _tf_session._convert_to_numpy_obj(  # pylint: disable=protected-access
         np_dtype, value) != value:
@@ -128,12 +130,14 @@ class _FeedConverter:
         shape = np_val.shape
         if len(shape) != len(dims) or any(
             d is not None and d != s for d, s in zip(dims, shape)):
-          raise ValueError(
-              f'Cannot feed value of shape {str(np_val.shape)} for Tensor '
-              f'{self.tensor.name}, which has shape '
-              f'{str(self.tensor.get_shape())}')
+          name, shape = self.tensor.name, str(self.tensor.get_shape())
+          if _tensorflow.FEED_ERRORS_USE_PERCENT_FORMAT:
+            name, shape = repr(name), repr(shape)
+          raise ValueError(f'Cannot feed value of shape {str(np_val.shape)} for Tensor '
+                           f'{name}, which has shape {shape}')
     if not self.feedable:
-      raise ValueError(f'Tensor {self.tensor.name} may not be fed.')
+      raise ValueError('Tensor %s may not be fed.' % (
+          self.tensor if _tensorflow.FEED_ERRORS_USE_PERCENT_FORMAT else self.tensor.name))
     return np_val
 
 
@@ -241,7 +245,7 @@ class PlanCache:
     if overlap:
       # TF returns the fed value for a tensor that is also fetched, without
       # fetching it; rare, so resolved afresh with this step's values.
-      fed_values = {_tensorflow.tensor_ref(t): v for t, v in zip(feed_plan.fed, values)}
+      fed_values = {_tensorflow.feed_key(t): v for t, v in zip(feed_plan.fed, values)}
       fetch_plan = _make_fetch_plan(self._graph, self._tf_session, fetches, fed_values)
     return fetch_plan, feed_plan.native, values
 

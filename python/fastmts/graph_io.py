@@ -103,19 +103,20 @@ def write_graph(graph_or_graph_def, logdir, name, as_text=True):
 
   if as_text:
     return _write(message_to_text(graph_def, _TF_FLOAT_FORMAT), logdir, name)
-  return _write(graph_def.SerializeToString(deterministic=True), logdir, name)
+  return _write(_tensorflow.serialize_as_write_graph(graph_def), logdir, name)
 
 
 def write_serialized_graph(serialized, logdir, name):
   """tf.io.write_graph(..., as_text=False) of the message that serialized
-  deterministically to `serialized` (a caller that writes one message again
-  and again serializes it once)."""
+  to `serialized` (_tensorflow.serialize_as_write_graph; a caller that writes
+  one message again and again serializes it once)."""
   return _write(serialized, logdir, name)
 
 
 def _write(contents, logdir, name):
   # gcs does not have the concept of directory at the moment.
-  if not logdir.startswith('gs:'):
+  if (not (_tensorflow.WRITE_GRAPH_CHECKS_FILE_EXISTS and file_io.file_exists(logdir)) and
+      not logdir.startswith('gs:')):
     file_io.recursive_create_dir(logdir)
   path = os.path.join(logdir, name)
   file_io.atomic_write_string_to_file(path, contents)
