@@ -178,14 +178,38 @@ def _write_graph_is_deterministic():
 WRITE_GRAPH_IS_DETERMINISTIC = _write_graph_is_deterministic()
 
 
+def with_contexts_reserialized(meta_graph_def):
+  """A copy of `meta_graph_def` whose control-flow contexts (the cond_context
+  and while_context collections, each a serialized message) are serialized
+  deterministically: TF 1.15 to 2.3 serialize them with their maps in no set
+  order, so no two exports of one graph have the same bytes there."""
+  from tensorflow.core.protobuf import control_flow_pb2  # pylint: disable=g-import-not-at-top
+  copy = type(meta_graph_def).FromString(meta_graph_def.SerializeToString())
+  for key, message_class in (('cond_context', control_flow_pb2.CondContextDef),
+                             ('while_context', control_flow_pb2.WhileContextDef)):
+    if key in copy.collection_def:
+      values = copy.collection_def[key].bytes_list.value
+      values[:] = [message_class.FromString(v).SerializeToString(deterministic=True)
+                   for v in values]
+  return copy
+
+
 def same_meta_graph(data, meta_graph_def):
   """Whether `data`, a .meta file's bytes, is `meta_graph_def` as TF writes
   it: byte for byte from TF 2.4, whose write_graph serializes
-  deterministically; as the same message before it (TF 1.15 to 2.3 write
-  map fields in no set order)."""
+  deterministically; before it (TF 1.15 to 2.3 write map fields in no set
+  order, nested serialized contexts included) as the same message."""
   if WRITE_GRAPH_IS_DETERMINISTIC:
     return data == meta_graph_def.SerializeToString(deterministic=True)
-  return type(meta_graph_def).FromString(data) == meta_graph_def
+  return (with_contexts_reserialized(type(meta_graph_def).FromString(data)) ==
+          with_contexts_reserialized(meta_graph_def))
+
+
+def resource_variables():
+  """A context in which get_variable makes resource variables, as TF 2 does by
+  default: TF 1.15's ref variables are read without a copy, so a read races
+  an update in the same run, and two runs' unlocked updates race."""
+  return tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(), use_resource=True)
 
 
 def save_graph_def_kwargs(save_graph_def):

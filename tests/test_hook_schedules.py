@@ -41,7 +41,7 @@ from tensorflow.python.platform import tf_logging
 from tensorflow.python.training import training_util
 
 import compat_utils
-from compat_utils import (TF_IMPL, assert_same, ckpt_files, outcome,
+from compat_utils import (TF_IMPL, assert_same, ckpt_files, outcome, resource_variables,
                           without_stack_trace)
 from hook_test_utils import global_step_read_after, schedule_state, tf_log
 from test_native_more_hooks import STEP_RATE, controlled_time, events, in_dir
@@ -128,7 +128,8 @@ def _graph(kind, nan_at, data_steps, clock=None, tick=None):
       value = tf.where(tf.equal(step, nan_at), tf.constant(np.nan, tf.float32), value)
     return tf.identity(value, name='loss')
 
-  gs = v1.train.get_or_create_global_step()
+  with resource_variables():  # (the hooks' read races the increment on 1.15's ref variables)
+    gs = v1.train.get_or_create_global_step()
   data = []
   if data_steps is not None:
     data.append(v1.data.make_one_shot_iterator(tf.data.Dataset.range(data_steps)).get_next())

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from compat_utils import child_env
+from compat_utils import child_env, resource_variables
 
 v1 = tf.compat.v1
 
@@ -285,8 +285,9 @@ def _concurrent_scenario(impl, workdir):
   test_two_threads_with_logging_tensor_hook_do_not_crash)."""
   start_threads = threading.active_count()
   with tf.Graph().as_default():
-    gs = v1.train.get_or_create_global_step()
-    counter = v1.get_local_variable('counter', initializer=tf.constant(0.0))
+    with resource_variables():  # (two threads' increments race on 1.15's ref variables)
+      gs = v1.train.get_or_create_global_step()
+      counter = v1.get_local_variable('counter', initializer=tf.constant(0.0))
     q = v1.FIFOQueue(8, [tf.float32], shapes=[[]])
     v1.train.add_queue_runner(v1.train.QueueRunner(q, [q.enqueue(v1.assign_add(counter, 1.0))]))
     x = q.dequeue()

@@ -29,7 +29,7 @@ from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.python.summary import plugin_asset
 
 from compat_utils import (ckpt_files, same_meta_graph, save_graph_def_kwargs,
-                          without_random_file_names)
+                          with_contexts_reserialized, without_random_file_names)
 from hook_test_utils import tf_log
 
 v1 = tf.compat.v1
@@ -89,9 +89,13 @@ def _numbered_functions(text):
 
 def _message_text(message):
   """A GraphDef or MetaGraphDef as text, its function names numbered and
-  its functions in order of name (TF lists them in hash order of name), and
-  TF 1.15's random name of a Saver's temporary files masked."""
-  message = type(message).FromString(message.SerializeToString())
+  its functions in order of name (TF lists them in hash order of name),
+  its control-flow contexts serialized deterministically (TF 1.15 to 2.3 do
+  not) and TF 1.15's random name of a Saver's temporary files masked."""
+  if hasattr(message, 'collection_def'):
+    message = with_contexts_reserialized(message)
+  else:
+    message = type(message).FromString(message.SerializeToString())
   graph_def = message.graph_def if hasattr(message, 'graph_def') else message
   functions = list(graph_def.library.function)
   graph_def.library.ClearField('function')

@@ -252,7 +252,9 @@ def test_wrapped_session_runs_queue_runners(check):
     with tf.Graph().as_default():
       v1.train.get_or_create_global_step()
       queue = v1.FIFOQueue(10, tf.int32, shapes=[])
-      counter = tf.Variable(0, name='counter')
+      # A resource variable, as TF 2 makes by default: TF 1.15's ref variable
+      # is read by the enqueue after later increments, so its values race.
+      counter = v1.Variable(0, name='counter', use_resource=True)
       enqueue = queue.enqueue(v1.assign_add(counter, 1))
       v1.train.add_queue_runner(v1.train.QueueRunner(queue, [enqueue]))
       dequeue = queue.dequeue()

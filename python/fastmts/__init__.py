@@ -5,7 +5,7 @@
       while not sess.should_stop():
         sess.run(train_op)
 """
-from fastmts._tensorflow import tf as _tf  # first: checks the TF release, binds to it
+from fastmts import _tensorflow  # first: checks the TF release, binds to it
 from fastmts import _native
 
 
@@ -14,8 +14,9 @@ def _register_dtypes():
   (bfloat16 and the quantized types included); strings are handled natively,
   resources and variants have none."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  for dtype in _tf.dtypes.__dict__.values():
-    if not isinstance(dtype, _tf.dtypes.DType) or dtype._is_ref_dtype:  # pylint: disable=protected-access
+  from tensorflow.python.framework import dtypes  # pylint: disable=g-import-not-at-top
+  for dtype in dtypes.__dict__.values():
+    if not isinstance(dtype, dtypes.DType) or dtype._is_ref_dtype:  # pylint: disable=protected-access
       continue
     try:
       np_dtype = dtype.as_numpy_dtype

@@ -22,9 +22,11 @@ while functions, so a use here would renumber the user's graphs and change
 their graph.pbtxt and .meta bytes), no logging or deprecation-warning state
 (tests/test_import_state.py).
 """
+import importlib
 import inspect
 import operator
 import re
+import sys
 
 # The supported releases: 1.15, and every 2.x from 2.0 to 2.21.
 SUPPORTED = ((1, 15), (2, 0), (2, 21))
@@ -34,7 +36,10 @@ _INSTALL_HINT = ("pip install 'tensorflow-cpu>=2.12,<2.22' (or 'tensorflow'; or 
                  "1.15 'protobuf<=3.20'")
 
 try:
-  import tensorflow as tf  # loads TF's shared libraries before the extension
+  # TF as the user loaded it, or loaded now (its shared libraries before the
+  # extension's). An import statement would read the loaded module's
+  # __spec__, which TF 1.15's deprecation wrapper of `tensorflow` caches.
+  tf = sys.modules.get('tensorflow') or importlib.import_module('tensorflow')
 except Exception as e:  # pylint: disable=broad-except
   # Not only ImportError: TF 2.11 and older fail with TypeError under numpy 2.
   raise ImportError('fastmts needs TensorFlow %s, and `import tensorflow` failed (%s: %s): %s'
@@ -55,7 +60,10 @@ def check_release(version):
   return found
 
 
-RELEASE = check_release(tf.__version__)
+# tf.__version__, read where TF 1.15's wrapper of `tensorflow` caches nothing.
+from tensorflow.python.framework import versions as _tf_versions  # pylint: disable=g-import-not-at-top,wrong-import-position
+VERSION = _tf_versions.__version__
+RELEASE = check_release(VERSION)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 try:
@@ -64,7 +72,7 @@ except ImportError as e:
   # pybind11 reports an error while the module initializes as "initialization
   # failed", with fastmts's own message as its cause: say that one.
   cause = e.__cause__ or e.__context__ or e
-  raise ImportError('fastmts cannot run on TensorFlow %s: %s' % (tf.__version__, cause)) from e
+  raise ImportError('fastmts cannot run on TensorFlow %s: %s' % (VERSION, cause)) from e
 from tensorflow.python.client import session as _tf_session_lib
 from tensorflow.python.framework import graph_io as _tf_graph_io
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
@@ -215,8 +223,8 @@ def _prove_handles(op):
     name = _native.operation_name(op._c_op)  # pylint: disable=protected-access
   except TypeError as e:
     raise RuntimeError('fastmts cannot reach the C objects of TensorFlow %s: %s'
-                       % (tf.__version__, e)) from e
+                       % (VERSION, e)) from e
   if name != op.name:
     raise RuntimeError('fastmts cannot reach the C objects of TensorFlow %s (read %r for %r)'
-                       % (tf.__version__, name, op.name))
+                       % (VERSION, name, op.name))
   _handles_proven = True

@@ -87,7 +87,7 @@ def save_graph_def_argument(save_graph_def):
     return {'save_graph_def': save_graph_def}
   if not save_graph_def:
     raise TypeError('save_graph_def=%r: the CheckpointSaverHook of TensorFlow %s always '
-                    'saves the graph' % (save_graph_def, _tensorflow.tf.__version__))
+                    'saves the graph' % (save_graph_def, _tensorflow.VERSION))
   return {}
 
 

@@ -55,10 +55,16 @@ class _ModuleReadFromOutside(types.ModuleType):
     return types.ModuleType.__getattribute__(self, name)
 
 
+# TF 1.15 to 2.1 are the package tensorflow_core, aliased as tensorflow:
+# their API modules are loaded under both names (tf.compat.v1.train is one or
+# the other, depending on the way in).
+_TENSORFLOW_PACKAGES = ('tensorflow', 'tensorflow_core')
+
+
 def _tensorflow_modules():
   """The loaded modules of TensorFlow (its public API modules included)."""
   for name, module in list(sys.modules.items()):
-    if module is not None and (name == 'tensorflow' or name.startswith('tensorflow.')):
+    if module is not None and name.split('.', 1)[0] in _TENSORFLOW_PACKAGES:
       yield name, module
 
 
