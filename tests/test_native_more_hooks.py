@@ -34,7 +34,7 @@ from tensorflow.python.platform import tf_logging
 from tensorflow.python.training import training_util
 
 import compat_utils
-from compat_utils import Raised, SessionInterface, ckpt_files, outcome, raised
+from compat_utils import LITERALS_HOLD, Raised, SessionInterface, ckpt_files, outcome, raised
 from hook_test_utils import CREATED, STEPS_10, events, global_step_read_after, schedule_state, tf_log
 
 v1 = tf.compat.v1
@@ -639,8 +639,11 @@ def test_global_step_schedules_with_stale_and_fresh_steps(check, graph):
   _, (_, records), _, logged, states = check(scenario)
   rate_steps = [r[2] for r in records if r[1] == 'global_step/sec']
   ckpt_steps = [r[2] for r in records if r[:2] == ('session_log', 'CHECKPOINT')]
-  # TF's figures; the fastmts run must equal them (check compares all).
-  if graph == 'read_first':
+  # TF's figures (of 2.12 to 2.21: LITERALS_HOLD; TF 2.0's hooks read the
+  # step at other points); the fastmts run must equal TF's (check compares all).
+  if not LITERALS_HOLD:
+    pass
+  elif graph == 'read_first':
     assert rate_steps == [6, 11, 16, 21], records
     assert ckpt_steps == [0, 4, 8, 12, 16, 20, 23], records
     assert states == dict(counter=(21, 22), saver=20, summaries=(22, 24)), states
