@@ -15,8 +15,9 @@ compares what a user observes:
   number), and every variable's value in the final checkpoint;
 * event records of every directory (train and eval): kind, tag, step and
   value, in file order; timing values (`global_step/sec`, the input queue's
-  `fraction_..._full`) by tag and step only; graph and meta-graph events by
-  kind and step only (their cond functions' names come from a process-wide
+  `fraction_..._full`) and the canned linear model's summaries of its
+  variables (which race their update) by tag and step only; graph and
+  meta-graph events by kind and step only (their cond functions' names come from a process-wide
   counter, so they differ between any two estimators built in one process);
 * evaluate()'s metrics dict and predict()'s predictions, types included;
 * what hooks and listeners saw (values fetched at each step, listener calls),
@@ -65,8 +66,11 @@ _TRAIN_STEPS = 12
 # The `checkpoint` state file's list after train(steps=12) saving every 5 steps.
 _CHECKPOINT_STEPS = [0, 5, 10, 12]
 
-# Summaries whose values are timing (compared by tag and step only).
-_TIMING_TAG = re.compile(r'/sec$|fraction_over_\d+_of_\d+_full$')
+# Summaries compared by tag and step only: timing; and the canned linear
+# model's summaries of its variables, which read them in the run that updates
+# them, before or after the update (so in stock TF too, from run to run).
+_UNSETTLED_TAG = re.compile(r'/sec$|fraction_over_\d+_of_\d+_full$|'
+                            r'^linear/(bias|fraction_of_zero_weights)$')
 
 
 # ---------------------------------------------------------------------------
@@ -100,7 +104,7 @@ def _events(directory, model_dir):
       what = e.WhichOneof('what')
       if what == 'summary':
         for v in e.summary.value:
-          value = None if _TIMING_TAG.search(v.tag) else _summary_value(v, model_dir)
+          value = None if _UNSETTLED_TAG.search(v.tag) else _summary_value(v, model_dir)
           records.append(('summary', v.tag, e.step, value))
       elif what == 'session_log':
         s = e.session_log
