@@ -173,8 +173,6 @@ def _write_graph_is_deterministic():
 
 # tf.io.write_graph(as_text=False) and Saver's .meta: deterministic bytes from
 # TF 2.4; TF 1.15 to 2.3 write map fields in no set order.
-# tf.io.write_graph(as_text=False) and Saver's .meta: deterministic bytes from
-# TF 2.4; TF 1.15 to 2.3 write map fields in no set order.
 WRITE_GRAPH_IS_DETERMINISTIC = _write_graph_is_deterministic()
 
 
@@ -214,8 +212,8 @@ def resource_variables():
 
 def save_graph_def_kwargs(save_graph_def):
   """MonitoredTrainingSession's `save_graph_def` as keyword arguments: none
-  for its default, True. TF 1.15 has no such argument (it always saves the
-  graph), so a test of False is skipped there."""
+  for its default, True. TF 1.15 and 2.0 have no such argument (they always
+  save the graph), so a test of False is skipped there."""
   if save_graph_def:
     return {}
   if 'save_graph_def' not in inspect.signature(TF_IMPL.MonitoredTrainingSession).parameters:
