@@ -86,9 +86,17 @@ int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& con
   std::optional<DeferringLoopScope> deferring;
   if (control.may_defer) deferring.emplace(this);
   int64_t done = 0;
-  while (!stop_requested() && !(control.coordinator && control.coordinator->should_stop()) &&
-         (control.max_steps < 0 || done < control.max_steps)) {
-    if (done && control.between_steps) control.between_steps();
+  auto should_end = [&] {
+    return stop_requested() || (control.coordinator && control.coordinator->should_stop()) ||
+           (control.max_steps >= 0 && done >= control.max_steps);
+  };
+  while (!should_end()) {
+    if (done && control.between_steps) {
+      control.between_steps();
+      // A signal handler that just ran may have stopped the loop (a
+      // preemption, a handler that stops the coordinator): no step after it.
+      if (should_end()) break;
+    }
     void* user_data = control.begin_step ? control.begin_step() : nullptr;
     *last = run_on(runner, caller, false, user_data, control.may_defer);
     ++done;

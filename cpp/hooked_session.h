@@ -135,7 +135,8 @@ struct LoopControl {
   // which may also request stop; both may be empty.
   std::function<void*()> begin_step;
   std::function<void(void*)> end_step;
-  // Runs between steps; throws to end the loop (e.g. on a pending signal).
+  // Runs between steps; throws to end the loop (e.g. on a pending signal),
+  // or stops it (request_stop, the coordinator) before the next step.
   std::function<void()> between_steps;
   // Whether the caller holds the lock given at attach during the loop. A
   // caller whose hooks all take that lock themselves when they need it can
@@ -187,7 +188,7 @@ class HookedSession {
 
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
   // For a stop decided outside the hooks' after_run (e.g. Python hooks that
-  // share one run context, read once per step).
+  // share one run context, read once per step; a preemption signal).
   void request_stop() { stop_requested_.store(true, std::memory_order_release); }
   const std::vector<HookPtr>& hooks() const { return hooks_; }
 

@@ -231,6 +231,8 @@ void register_session(py::module_& m) {
       .def("detach", &HookedSession::detach)
       .def("end", &HookedSession::end)
       .def_property_readonly("stop_requested", &HookedSession::stop_requested)
+      // As a hook's stop request; lock-free, so a signal handler may call it.
+      .def("request_stop", &HookedSession::request_stop)
       .def("run", &run_step, py::arg("plan"), py::arg("feed_plan"), py::arg("feed_values"),
            py::arg("run_options"), py::arg("want_metadata"), py::arg("step_state"))
       .def("run_loop", &run_loop, py::arg("plan"), py::arg("feed_plan"),

@@ -48,6 +48,10 @@ from fastmts.monitored_session import MonitoredSession
 from fastmts.monitored_session import MonitoredTrainingSession
 from fastmts.monitored_session import SingularMonitoredSession
 from fastmts.monitored_session import USE_DEFAULT
+from fastmts.preemption import Preempted
+from fastmts.preemption import Preemption
+from fastmts.preemption import PreemptionHook
+from fastmts.preemption import PreemptionPolicy
 from fastmts.recovery import RecoveryPolicy
 from fastmts.session_creators import ChiefSessionCreator
 from fastmts.session_creators import Scaffold
@@ -71,5 +75,6 @@ __all__ = [
     'StopAtStepHook', 'NanTensorHook', 'NanLossDuringTrainingError', 'LoggingTensorHook',
     'CheckpointSaverHook', 'CheckpointSaverListener', 'StepCounterHook', 'SummarySaverHook',
     'GlobalStepWaiterHook', 'FinalOpsHook', 'FeedFnHook', 'ProfilerHook', 'SecondOrStepTimer',
-    'USE_DEFAULT', 'RecoveryPolicy', 'native_floor_loop', 'patch', 'unpatch', 'is_patched', 'report_hook_costs',
+    'USE_DEFAULT', 'RecoveryPolicy', 'PreemptionPolicy', 'PreemptionHook', 'Preemption',
+    'Preempted', 'native_floor_loop', 'patch', 'unpatch', 'is_patched', 'report_hook_costs',
 ]

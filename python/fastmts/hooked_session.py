@@ -221,6 +221,13 @@ class HookedSession:
       return self._python.stop_requested
     return self._native.stop_requested
 
+  def request_stop(self):
+    """Stops the session as a hook's stop request would: should_stop() is
+    True and a further run raises. Takes no lock (for a signal handler)."""
+    if self._python is not None:
+      self._python.stop_requested = True
+    self._native.request_stop()
+
   @property
   def steps_run(self):
     """Steps completed on this session, failed ones excluded."""

@@ -27,6 +27,7 @@ from fastmts import class_identity
 from fastmts import errors as fastmts_errors
 from fastmts import fetches as fetches_lib
 from fastmts import graph_events
+from fastmts import preemption as preemption_lib
 from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
 from fastmts import python_hooked_session
@@ -93,7 +94,7 @@ def _create_monitored_session_with_worker_context(
     save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
     config=None, stop_grace_period_secs=120, log_step_count_steps=100, max_wait_secs=7200,
     save_checkpoint_steps=None, summary_dir=None, save_graph_def=True, recovery=None,
-    end_on_interrupt=False, async_checkpoint=False):
+    end_on_interrupt=False, async_checkpoint=False, preemption=None):
   """MonitoredTrainingSession under a distribute-coordinator worker context:
   TF's rules for which task writes summaries and checkpoints, and where."""
   all_hooks = list(hooks or [])
@@ -138,6 +139,10 @@ def _create_monitored_session_with_worker_context(
       all_hooks.append(_checkpoint_saver_hook(scaffold, checkpoints_to, save_checkpoint_steps,
                                               save_checkpoint_secs, save_graph_def,
                                               async_checkpoint))
+  if preemption:
+    all_hooks.append(preemption_lib.PreemptionHook(
+        checkpoint_dir if checkpoint_dir and worker_context.should_checkpoint else None,
+        policy=preemption, scaffold=scaffold))
   logging.info('all_hooks %r', all_hooks)
   session_creator = worker_context.session_creator(
       scaffold, config=config, checkpoint_dir=checkpoint_dir, max_wait_secs=max_wait_secs)
@@ -166,7 +171,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     *,
     recovery=None,
     end_on_interrupt=False,
-    async_checkpoint=False):
+    async_checkpoint=False,
+    preemption=None):
   """Creates a `MonitoredSession` for training, as
   `tf.compat.v1.train.MonitoredTrainingSession` does.
 
@@ -179,6 +185,11 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     end_on_interrupt: when the `with` block ends by KeyboardInterrupt (Ctrl-C),
       still run the hooks' end() -- the final checkpoint, FinalOpsHook,
       summaries -- before closing; TF skips end() on any exception.
+    preemption: True, or a fastmts.PreemptionPolicy (signals, grace period):
+      on SIGTERM (the policy's signals) training stops after the step in
+      flight, the chief checkpoints that step in `checkpoint_dir` at close,
+      workers write nothing, and `sess.preemption` tells what happened (see
+      fastmts.PreemptionHook); off by default: TF's process dies.
 
   For a chief, sets up initialization/restoring and the default hooks (step
   counter, summaries, and checkpoints when `checkpoint_dir` is set, with
@@ -206,6 +217,7 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     save_checkpoint_steps = None
 
   scaffold = scaffold or Scaffold()
+  preemption = preemption_lib.PreemptionPolicy.of(preemption)
   worker_context = distribute_coordinator_context.get_current_worker_context()
   if worker_context:
     return _create_monitored_session_with_worker_context(
@@ -216,12 +228,15 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
         log_step_count_steps=log_step_count_steps, max_wait_secs=max_wait_secs,
         save_checkpoint_steps=save_checkpoint_steps, summary_dir=summary_dir,
         save_graph_def=save_graph_def, recovery=recovery, end_on_interrupt=end_on_interrupt,
-        async_checkpoint=async_checkpoint)
+        async_checkpoint=async_checkpoint, preemption=preemption)
 
   if not is_chief:
     session_creator = WorkerSessionCreator(
         scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs)
-    return MonitoredSession(session_creator=session_creator, hooks=hooks or [],
+    worker_hooks = list(hooks or [])
+    if preemption:
+      worker_hooks.append(preemption_lib.PreemptionHook(policy=preemption))
+    return MonitoredSession(session_creator=session_creator, hooks=worker_hooks,
                             stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
                             end_on_interrupt=end_on_interrupt)
 
@@ -241,6 +256,9 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
                                             async_checkpoint))
   if hooks:
     all_hooks.extend(hooks)
+  if preemption:  # last: what a CheckpointSaverHook's end() saved is not saved again
+    all_hooks.append(preemption_lib.PreemptionHook(checkpoint_dir, policy=preemption,
+                                                   scaffold=scaffold))
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
                           stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
                           end_on_interrupt=end_on_interrupt)
@@ -256,22 +274,32 @@ class _MonitoredSession:
     self._end_on_interrupt = end_on_interrupt
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
-    for h in self._hooks:
-      # A stock hook's begin() first gets its FileWriter from the cache; made
-      # here, just before, the writer computes the GraphDef once, not twice.
-      graph_events.make_cached_writer(graph_events.writer_dir_of_begin(h))
-      h.begin()
-    worker_context = distribute_coordinator_context.get_current_worker_context()
-    if not session_creator and worker_context:
-      session_creator = worker_context.session_creator()
-    self._coordinated_creator = self._CoordinatedSessionCreator(
-        session_creator=session_creator or ChiefSessionCreator(),
-        hooked=HookedSession(self._hooks),
-        stop_grace_period_secs=stop_grace_period_secs)
-    if should_recover:
-      self._sess = _RecoverableSession(self._coordinated_creator, recovery)
-    else:
-      self._sess = self._coordinated_creator.create_session()
+    self._preemption_hook = preemption_lib.hook_of(self._hooks)
+    if self._preemption_hook is not None:
+      me = weakref.proxy(self)
+      self._preemption_hook.bind_session(lambda: me._on_preemption_signal())  # pylint: disable=protected-access
+    try:
+      for h in self._hooks:
+        # A stock hook's begin() first gets its FileWriter from the cache; made
+        # here, just before, the writer computes the GraphDef once, not twice.
+        graph_events.make_cached_writer(graph_events.writer_dir_of_begin(h))
+        h.begin()
+      worker_context = distribute_coordinator_context.get_current_worker_context()
+      if not session_creator and worker_context:
+        session_creator = worker_context.session_creator()
+      self._coordinated_creator = self._CoordinatedSessionCreator(
+          session_creator=session_creator or ChiefSessionCreator(),
+          hooked=HookedSession(self._hooks),
+          stop_grace_period_secs=stop_grace_period_secs,
+          preemption_hook=self._preemption_hook)
+      if should_recover:
+        self._sess = _RecoverableSession(self._coordinated_creator, recovery)
+      else:
+        self._sess = self._coordinated_creator.create_session()
+    except BaseException:
+      if self._preemption_hook is not None:  # no close will put the handlers back
+        self._preemption_hook.release()
+      raise
     self._fast_run = self._fast_run_of(self._coordinated_creator.hooked)
     if type(self).run is _MonitoredSession.run:  # not overridden by a subclass
       # `sess.run` is then the native entry itself: no Python frame and no
@@ -280,6 +308,19 @@ class _MonitoredSession:
       me = weakref.proxy(self)
       self.run = _native.fast_run_entry(
           self._fast_run, lambda *args, **kwargs: _MonitoredSession.run(me, *args, **kwargs))
+
+  def _on_preemption_signal(self):
+    """A preemption signal arrived (in its handler): the step in flight, if
+    any, is the last one."""
+    self._coordinated_creator.hooked.request_stop()
+
+  @property
+  def preemption(self):
+    """None, or once a preemption signal arrived (see fastmts.PreemptionHook,
+    on by MonitoredTrainingSession's `preemption`), its `Preemption` record:
+    the signal, the step checkpointed and where, and the times it took."""
+    hook = self._preemption_hook
+    return None if hook is None else hook.preemption
 
   def _fast_run_of(self, hooked):
     """run() itself: the native fast path (no Python at all when every hook
@@ -404,6 +445,11 @@ class _MonitoredSession:
       # saves the final checkpoint), and KeyboardInterrupt still propagates.
       self._close_internal(None)
       return False
+    if exception_type is not None and self.preemption is not None:
+      # Preempted: whatever ended the block (Preempted, the user's handler's
+      # SystemExit, ...), the hooks' end() saves the last step; it propagates.
+      self._close_internal(None)
+      return False
     self._close_internal(exception_type)
     # __exit__ should return True to suppress an exception.
     return exception_type is None
@@ -412,9 +458,10 @@ class _MonitoredSession:
     """Creates the raw session, its Coordinator and queue runners, and binds
     the hook dispatch to it."""
 
-    def __init__(self, session_creator, hooked, stop_grace_period_secs):
+    def __init__(self, session_creator, hooked, stop_grace_period_secs, preemption_hook=None):
       self._session_creator = session_creator
       self._hooked = hooked
+      self.preemption_hook = preemption_hook
       self.coord = None
       self.tf_sess = None
       self.queue_runners = None
@@ -442,9 +489,27 @@ class _MonitoredSession:
           self.queue_runners.shut_down(self.coord, _QUEUE_RUNNER_STOP_SECS)
         raise
       return _CoordinatedSession(self._hooked, self.coord, self.queue_runners,
-                                 self._stop_grace_period_secs)
+                                 self._stop_grace_period_secs, self.preemption_hook)
+
+    @property
+    def preemption(self):
+      return None if self.preemption_hook is None else self.preemption_hook.preemption
 
   def _close_internal(self, exception_type=None):
+    preemption = self.preemption
+    if preemption is not None:
+      self._preemption_hook.stopping = True  # later signals wait for the close
+    closed = False
+    try:
+      self._close_session(exception_type)
+      closed = True
+    finally:
+      if self._preemption_hook is not None:
+        if preemption is not None and preemption.seconds_to_close is None:
+          preemption_lib.report_close(preemption, closed)
+        self._preemption_hook.release()
+
+  def _close_session(self, exception_type):
     try:
       self._coordinated_creator.hooked.hand_back()
       if not exception_type:
@@ -547,6 +612,10 @@ class _RecoverableSession:
     """Called in the handler of a preemption error, before a re-creation:
     with a policy, re-raises the error once the bound is passed, else waits
     the backoff. A step run since the last re-creation resets the count."""
+    preemption = self._sess_creator.preemption
+    if preemption is not None:  # a new session would outlast the grace period
+      raise preemption_lib.Preempted(
+          'Session not re-created: %s received' % preemption.signal.name, preemption)
     if self._policy is None:
       return
     steps = self._sess_creator.hooked.steps_run
@@ -584,6 +653,8 @@ class _RecoverableSession:
         return self._sess._check_stop()  # pylint: disable=protected-access
       return True
     except _PREEMPTION_ERRORS as e:
+      if self._sess_creator.preemption is not None:
+        return True  # stopping anyway: close() reports what failed
       self._before_recreating()
       logging.info('An error was raised while considering whether the '
                    'session is complete. ' + _RECREATE_NOTICE, e)
@@ -663,6 +734,11 @@ class _RecoverableSession:
         self._sess = None
 
 
+def _is_run_after_stop(error):
+  return (type(error) is RuntimeError and  # pylint: disable=unidiomatic-typecheck
+          str(error) == 'Run called even after should_stop requested.')
+
+
 def _log_close_preemption(e):
   logging.error(
       'An error occurred when attempting to close the '
@@ -675,11 +751,24 @@ class _CoordinatedSession:
   _HookedSession): errors of run are weighed against the coordinator's, and
   close stops and joins its threads within the grace period."""
 
-  def __init__(self, hooked, coord, queue_runners, stop_grace_period_secs=120):
+  def __init__(self, hooked, coord, queue_runners, stop_grace_period_secs=120,
+               preemption_hook=None):
     self._sess = hooked  # TF's name: code reaches the raw session as ._sess._sess
     self._coord = coord
     self._queue_runners = queue_runners
     self._stop_grace_period_secs = stop_grace_period_secs
+    self._preemption_hook = preemption_hook
+
+  def _preemption(self):
+    return None if self._preemption_hook is None else self._preemption_hook.preemption
+
+  def _grace_period_secs(self):
+    """stop_grace_period_secs, cut to what the cluster's grace period has
+    left once preempted."""
+    preemption = self._preemption()
+    if preemption is None:
+      return self._stop_grace_period_secs
+    return min(self._stop_grace_period_secs, preemption.grace_left())
 
   @property
   def graph(self):
@@ -698,7 +787,7 @@ class _CoordinatedSession:
     self._coord.request_stop()
     try:
       self._release_threads_blocked_in_tf()
-      self._coord.join(stop_grace_period_secs=self._stop_grace_period_secs,
+      self._coord.join(stop_grace_period_secs=self._grace_period_secs(),
                        ignore_live_threads=True)
     finally:
       try:
@@ -765,6 +854,11 @@ class _CoordinatedSession:
     preemption error, which recovery must see instead."""
     if isinstance(original_exception, _PREEMPTION_ERRORS):
       raise original_exception
+    preemption = self._preemption()
+    if preemption is not None and _is_run_after_stop(original_exception):
+      raise preemption_lib.Preempted(
+          '%s: the session stopped on %s' % (original_exception, preemption.signal.name),
+          preemption) from None
     try:
       self._coord.raise_requested_exception()
     except _PREEMPTION_ERRORS:

@@ -6,7 +6,8 @@ worker that starts just before the chief idles 30 s. Here it checks again
 after a short interval that doubles up to 1 s (never beyond
 `recovery_wait_secs`, which keeps its meaning as the longest pause), so it
 starts within about a second of the chief being ready. `max_wait_secs`
-bounds the whole wait with TF's error.
+bounds the whole wait with TF's error; a preemption signal (an opted-in
+fastmts.PreemptionHook) ends it with fastmts.Preempted.
 Everything else (initialization, restore, readiness checks) is TF's.
 """
 import time
@@ -15,6 +16,8 @@ from tensorflow.python.client import session
 from tensorflow.python.framework import errors
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import session_manager as _tf_session_manager
+
+from fastmts import preemption
 
 # The first pause between readiness checks; each next one doubles, up to
 # MAX_POLL_SECS (and never beyond recovery_wait_secs), so a worker starts
@@ -43,6 +46,7 @@ class SessionManager(_tf_session_manager.SessionManager):
         if is_ready:
           return sess
       self._safe_close(sess)
+      preemption.raise_if_requested('Waiting for the model to be ready')
       pause = min(pause, MAX_POLL_SECS, self._recovery_wait_secs)
       # TF's count-down: what remains is never below 0, so a NaN
       # max_wait_secs ends the wait (with TF's error) instead of never.
@@ -52,5 +56,6 @@ class SessionManager(_tf_session_manager.SessionManager):
             None, None, 'Session was not ready after waiting %d secs.' % (max_wait_secs,))
       logging.info('Waiting for model to be ready.  Ready_for_local_init_op:  %s, ready: %s',
                    not_ready_local_msg, not_ready_msg)
-      time.sleep(pause)
+      time.sleep(pause)  # a signal's handler runs in it, then it sleeps on
+      preemption.raise_if_requested('Waiting for the model to be ready')
       pause *= 2
