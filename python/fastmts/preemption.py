@@ -40,6 +40,7 @@ import threading
 import time
 
 from tensorflow.python.framework import ops
+from tensorflow.python.platform import gfile
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import session_run_hook
 from tensorflow.python.training import training_util
@@ -345,6 +346,7 @@ class PreemptionHook(session_run_hook.SessionRunHook):
     latest = checkpoint_management.latest_checkpoint(self._checkpoint_dir)
     if latest is None or _step_of(latest) != step:
       latest = os.path.join(self._checkpoint_dir, self._basename)
+      gfile.MakeDirs(self._checkpoint_dir)
       logging.info('Saving checkpoints for %d into %s.', step, latest)
       latest = self._get_saver().save(session, latest, global_step=step)
     self.preemption.step = step

@@ -1,0 +1,168 @@
+"""Preemption with real SIGTERMs sent to real training processes: one
+process beside stock TF, and a loopback 1 ps + 2 worker cluster.
+
+Stock TF (and fastmts without `preemption`) die of the signal: what is left
+is the last periodic checkpoint. With `preemption=True` the chief stops
+after the step in flight, checkpoints that step and exits with 143; a worker
+stops and writes nothing; a restarted chief resumes from that step. Each
+process is tests/preemption_train.py; cluster_utils kills whatever is left.
+"""
+import os
+import signal
+import time
+
+import pytest
+import tensorflow as tf
+
+import cluster_utils
+
+pytest.importorskip('fastmts')
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'preemption_train.py')
+EXIT_BUDGET_SECS = 20.0  # a hang bound: this machine may be loaded
+
+
+def _checkpoint(checkpoint_dir):
+  """(step in the name, global_step and w read) of the latest checkpoint."""
+  path = tf.train.latest_checkpoint(checkpoint_dir)
+  if path is None:
+    return None
+  reader = tf.compat.v1.train.NewCheckpointReader(path)
+  return (int(path.rsplit('-', 1)[1]), int(reader.get_tensor('global_step')),
+          reader.get_tensor('w').tolist())
+
+
+def _consistent(step):
+  return (step, step, [float(step)] * 4)
+
+
+def _start(c, index, impl, options):
+  return c.start_worker(index, impl, options, script=SCRIPT, timeout=150)
+
+
+def _wait_step(c, name, at_least, timeout=90):
+  return c.wait_event(name, lambda e: e['event'] == 'step' and e['global_step'] >= at_least,
+                      timeout)['global_step']
+
+
+def _sigterm_and_wait(c, names):
+  """SIGTERMs the tasks at once; {name: (return code, seconds to exit)}."""
+  t0 = time.monotonic()
+  for name in names:
+    os.kill(c.tasks[name].pid, signal.SIGTERM)
+  codes = c.wait_exit(names, timeout=EXIT_BUDGET_SECS)
+  return {n: (codes[n], time.monotonic() - t0) for n in names}
+
+
+class _LocalCluster(cluster_utils.Cluster):
+  """A Cluster whose tasks train alone, in their own process (no --cluster)."""
+
+  def cluster_json(self):
+    return ''
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize('impl, opt_in', [('tf', False), ('fastmts', False), ('fastmts', True)],
+                         ids=['tf', 'fastmts', 'fastmts_preemption'])
+def test_sigterm_stock_dies_opted_in_checkpoints_the_last_step(tmp_path, impl, opt_in):
+  ckpt = str(tmp_path / 'ckpt')
+  options = {'checkpoint_dir': ckpt, 'save_checkpoint_steps': 50, 'preemption': opt_in}
+  with _LocalCluster(tmp_path / 'run', num_ps=0, num_workers=1) as c:
+    _start(c, 0, impl, options)
+    _wait_step(c, 'worker0', 120)
+    (code, secs), = _sigterm_and_wait(c, ['worker0']).values()
+    task = c.tasks['worker0']
+    last_printed = max(e['global_step'] for e in task.events() if e['event'] == 'step')
+    result = task.result()
+  step, global_step, w = _checkpoint(ckpt)
+  assert (global_step, w) == (step, [float(step)] * 4)
+  if not opt_in:  # as stock TF: killed, the last periodic checkpoint remains
+    assert code == -signal.SIGTERM and result is None
+    assert step % 50 == 0 and step <= last_printed + 1
+    assert last_printed - step < 50 + 1
+  else:
+    assert code == 143, task.describe()
+    assert result['error'] is None
+    assert result['preemption']['step'] == step == result['steps']  # nothing lost
+    assert last_printed <= step <= last_printed + 1  # the step in flight, no more
+    assert result['preemption']['seconds_to_close'] < secs < EXIT_BUDGET_SECS
+
+
+def _cluster_options(ckpt, **kw):
+  return dict({'checkpoint_dir': ckpt, 'save_checkpoint_secs': 600, 'preemption': True,
+               'step_sleep': 0.02}, **kw)
+
+
+@pytest.mark.timeout(180)
+def test_cluster_whole_job_preempted_then_the_chief_resumes(tmp_path):
+  """SIGTERM to the chief and the worker at once (the ps lives on): the
+  chief checkpoints its last step, the worker writes nothing, both exit
+  with 143; a chief started again resumes at that step."""
+  ckpt = str(tmp_path / 'ckpt')
+  with cluster_utils.Cluster(tmp_path / 'cluster', num_ps=1, num_workers=2) as c:
+    c.start_ps()
+    _start(c, 0, 'fastmts', _cluster_options(ckpt))
+    _wait_step(c, 'worker0', 5)
+    _start(c, 1, 'fastmts', _cluster_options(ckpt))
+    _wait_step(c, 'worker1', 10)
+    exits = _sigterm_and_wait(c, ['worker0', 'worker1'])
+    chief, worker = c.tasks['worker0'].result(), c.tasks['worker1'].result()
+    assert exits['worker0'][0] == exits['worker1'][0] == 143, exits
+    assert chief['error'] is None and worker['error'] is None
+    step = chief['preemption']['step']
+    assert _checkpoint(ckpt) == _consistent(step)
+    assert worker['preemption']['step'] is None
+    assert worker['preemption']['checkpoint_path'] is None
+    # The worker's steps (it stopped before the chief saved, or after: the
+    # chief's checkpoint is whole either way) are all in the checkpoint.
+    assert step >= chief['steps'] + worker['steps'] - 1
+
+    _start(c, 0, 'fastmts', _cluster_options(ckpt, last_step=step + 5))
+    created = c.wait_event('worker0', lambda e: e['event'] == 'created', 90)
+    resumed = c.wait_results(['worker0'], timeout=60)['worker0']
+  assert created['global_step'] == step
+  assert resumed['error'] is None and resumed['preemption'] is None
+  assert resumed['steps'] == 5
+  assert _checkpoint(ckpt) == _consistent(step + 5)
+
+
+@pytest.mark.timeout(180)
+def test_cluster_chief_preempted_while_a_worker_trains_on(tmp_path):
+  """As TF: a worker does not depend on the chief once started; it trains
+  on after the chief's preempted stop, and stops on its own signal."""
+  ckpt = str(tmp_path / 'ckpt')
+  with cluster_utils.Cluster(tmp_path / 'cluster', num_ps=1, num_workers=2) as c:
+    c.start_ps()
+    _start(c, 0, 'fastmts', _cluster_options(ckpt))
+    _wait_step(c, 'worker0', 5)
+    _start(c, 1, 'fastmts', _cluster_options(ckpt))
+    _wait_step(c, 'worker1', 5)
+    exits = _sigterm_and_wait(c, ['worker0'])
+    assert exits['worker0'][0] == 143
+    step = c.tasks['worker0'].result()['preemption']['step']
+    assert _checkpoint(ckpt)[1:] == _consistent(step)[1:]
+    _wait_step(c, 'worker1', step + 10)  # training goes on
+    exits = _sigterm_and_wait(c, ['worker1'])
+    worker = c.tasks['worker1'].result()
+  assert exits['worker1'][0] == 143
+  assert worker['error'] is None and worker['preemption']['checkpoint_path'] is None
+  assert _checkpoint(ckpt)[0] == step  # the worker wrote nothing
+
+
+@pytest.mark.timeout(120)
+def test_worker_waiting_for_the_chief_stops_waiting(tmp_path):
+  """A worker waits up to max_wait_secs for a chief to initialize the
+  model; the signal ends the wait at once with Preempted."""
+  with cluster_utils.Cluster(tmp_path / 'cluster', num_ps=1, num_workers=2) as c:
+    c.start_ps()
+    _start(c, 1, 'fastmts', _cluster_options(None, max_wait_secs=600))
+    c.wait_event('worker1', lambda e: e['event'] == 'creating', 60)
+    time.sleep(1.0)  # well into the wait
+    exits = _sigterm_and_wait(c, ['worker1'])
+    worker = c.tasks['worker1'].result()
+  code, secs = exits['worker1']
+  assert code == 143
+  assert worker['error']['type'] == 'Preempted'
+  assert worker['error']['message'] == 'Waiting for the model to be ready ended: SIGTERM received'
+  assert worker['steps'] == 0 and worker['preemption']['step'] is None
+  assert secs < EXIT_BUDGET_SECS
