@@ -495,6 +495,9 @@ def test_ps_restart_mid_training_recovers(tmp_path):
     c.start_worker(1, 'fastmts', opts, timeout=130)
     c.wait_event('worker0', lambda e: e['event'] == 'step' and
                  (e['global_step'] or 0) >= 15, 60)
+    # Worker 1 too has run steps on this ps (a worker that had not run one
+    # yet would meet the new ps as its first, without an error).
+    c.wait_event('worker1', lambda e: e['event'] == 'step', 60)
     assert max(_checkpoint_steps(ckpt_dir)) >= 5
     t_kill = time.time()
     c.restart_ps()

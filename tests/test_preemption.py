@@ -304,6 +304,7 @@ def test_signal_during_close_after_a_normal_stop(tmp_path, user_handler):
   assert steps == 5
   assert _checkpoint(ckpt) == _consistent(5)
   assert (sess.preemption.step, sess.preemption.signals_received) == (5, 1)
+  assert 0 <= sess.preemption.seconds_to_checkpoint <= sess.preemption.seconds_to_close
   assert signal.getsignal(signal.SIGTERM) is user_handler
 
 

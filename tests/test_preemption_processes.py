@@ -36,6 +36,16 @@ def _consistent(step):
   return (step, step, [float(step)] * 4)
 
 
+def _saved_while_others_trained(checkpoint, step):
+  """A checkpoint the chief wrote while another worker still trained (as a
+  periodic save in TF, it is no snapshot of one instant): named by the step
+  the chief read before saving, holding that step's values or a few later
+  updates, read one variable after the other."""
+  name, global_step, w = checkpoint
+  return (name == step and step <= global_step <= step + 3 and
+          all(abs(v - global_step) <= 3 for v in w))
+
+
 def _start(c, index, impl, options):
   return c.start_worker(index, impl, options, script=SCRIPT, timeout=150)
 
@@ -110,20 +120,22 @@ def test_cluster_whole_job_preempted_then_the_chief_resumes(tmp_path):
     assert exits['worker0'][0] == exits['worker1'][0] == 143, exits
     assert chief['error'] is None and worker['error'] is None
     step = chief['preemption']['step']
-    assert _checkpoint(ckpt) == _consistent(step)
+    saved = _checkpoint(ckpt)
+    # The worker's step in flight may end during the chief's save.
+    assert _saved_while_others_trained(saved, step), saved
     assert worker['preemption']['step'] is None
     assert worker['preemption']['checkpoint_path'] is None
-    # The worker's steps (it stopped before the chief saved, or after: the
-    # chief's checkpoint is whole either way) are all in the checkpoint.
-    assert step >= chief['steps'] + worker['steps'] - 1
+    # Every step both ran is in it, but for a worker's step that ended
+    # after the save.
+    assert saved[1] >= chief['steps'] + worker['steps'] - 1
 
-    _start(c, 0, 'fastmts', _cluster_options(ckpt, last_step=step + 5))
+    _start(c, 0, 'fastmts', _cluster_options(ckpt, last_step=saved[1] + 5))
     created = c.wait_event('worker0', lambda e: e['event'] == 'created', 90)
     resumed = c.wait_results(['worker0'], timeout=60)['worker0']
-  assert created['global_step'] == step
+  assert created['global_step'] == saved[1]  # restored, not initialized
   assert resumed['error'] is None and resumed['preemption'] is None
   assert resumed['steps'] == 5
-  assert _checkpoint(ckpt) == _consistent(step + 5)
+  assert _checkpoint(ckpt) == (saved[1] + 5, saved[1] + 5, [v + 5 for v in saved[2]])
 
 
 @pytest.mark.timeout(180)
@@ -140,7 +152,7 @@ def test_cluster_chief_preempted_while_a_worker_trains_on(tmp_path):
     exits = _sigterm_and_wait(c, ['worker0'])
     assert exits['worker0'][0] == 143
     step = c.tasks['worker0'].result()['preemption']['step']
-    assert _checkpoint(ckpt)[1:] == _consistent(step)[1:]
+    assert _saved_while_others_trained(_checkpoint(ckpt), step), _checkpoint(ckpt)
     _wait_step(c, 'worker1', step + 10)  # training goes on
     exits = _sigterm_and_wait(c, ['worker1'])
     worker = c.tasks['worker1'].result()

@@ -505,6 +505,7 @@ class _MonitoredSession:
       closed = True
     finally:
       if self._preemption_hook is not None:
+        preemption = self.preemption  # also of a signal that came during the close
         if preemption is not None and preemption.seconds_to_close is None:
           preemption_lib.report_close(preemption, closed)
         self._preemption_hook.release()
