@@ -321,8 +321,8 @@ def test_run_after_the_stop_raises_preempted_and_the_step_is_still_saved(tmp_pat
         for _ in range(100):
           sess.run(train_op)
   assert isinstance(raised.value, RuntimeError)
-  assert str(raised.value) == ('Run called even after should_stop requested.: the session '
-                               'stopped on SIGTERM')
+  assert str(raised.value) == ('Run called even after should_stop requested: training '
+                               'stopped on SIGTERM.')
   assert raised.value.preemption is sess.preemption
   assert _checkpoint(ckpt) == _consistent(K)
 
@@ -449,3 +449,28 @@ def test_values_after_preemption_are_numbers(tmp_path, user_handler):
   assert isinstance(p.received_at, float) and abs(time.time() - p.received_at) < 60
   assert np.isfinite([p.seconds_to_checkpoint, p.seconds_to_close]).all()
   assert repr(p).startswith('Preemption(signal=SIGTERM, signals_received=1, step=7, ')
+
+
+@pytest.mark.timeout(60)
+def test_a_session_closed_outside_the_main_thread_passes_signals_on(tmp_path):
+  """Python restores handlers only in the main thread: closed elsewhere, the
+  session leaves its handler in place, which then does what the previous
+  one did (here the user's), and never again stops a session."""
+  calls = []
+  previous = signal.signal(signal.SIGUSR1, lambda signum, frame: calls.append(signum))
+  try:
+    policy = fastmts.PreemptionPolicy(signals=[signal.SIGUSR1])
+    with tf.Graph().as_default():
+      tf.compat.v1.train.get_or_create_global_step()
+      sess = fastmts.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), preemption=policy)
+      closer = threading.Thread(target=sess.close)
+      closer.start()
+      closer.join(30)
+    os.kill(os.getpid(), signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while not calls and time.monotonic() < deadline:
+      time.sleep(0.01)
+    assert calls == [signal.SIGUSR1]
+    assert sess.preemption is None
+  finally:
+    signal.signal(signal.SIGUSR1, previous)

@@ -858,8 +858,8 @@ class _CoordinatedSession:
     preemption = self._preemption()
     if preemption is not None and _is_run_after_stop(original_exception):
       raise preemption_lib.Preempted(
-          '%s: the session stopped on %s' % (original_exception, preemption.signal.name),
-          preemption) from None
+          'Run called even after should_stop requested: training stopped on %s.' %
+          preemption.signal.name, preemption) from None
     try:
       self._coord.raise_requested_exception()
     except _PREEMPTION_ERRORS:

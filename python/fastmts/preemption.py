@@ -199,22 +199,36 @@ class _SignalRouter:
       return
     self._hooks.remove(hook)
     watched = {s for h in self._hooks for s in h.policy.signals}
-    for s in [s for s in self._previous if s not in watched]:
-      previous = self._previous.pop(s)
-      # A handler someone installed after ours stays.
-      if signal.getsignal(s) is self._handler and threading.current_thread() is threading.main_thread():
-        signal.signal(s, previous if previous is not None else signal.SIG_DFL)
+    if threading.current_thread() is threading.main_thread():
+      # (Elsewhere Python cannot: ours stays, passing signals on as before.)
+      for s in [s for s in self._previous if s not in watched]:
+        previous = self._previous.pop(s)
+        if signal.getsignal(s) is self._handler:  # a handler installed after ours stays
+          signal.signal(s, previous if previous is not None else signal.SIG_DFL)
     if not any(h.stopping for h in self._hooks):
       deferred, self._deferred = self._deferred, []
       for handler, signum in deferred:
         handler(signum, None)
 
-  def requested(self):
-    """Whether a watched signal arrived for an active hook."""
-    return any(h.preemption is not None for h in self._hooks)
+  def _pass_on(self, signum, frame):
+    """Does what the handler before ours would have done."""
+    previous = self._previous.get(signum)
+    if callable(previous):
+      previous(signum, frame)
+    elif previous != signal.SIG_IGN:  # the default action, e.g. ending the process
+      signal.signal(signum, signal.SIG_DFL)
+      del self._previous[signum]
+      os.kill(os.getpid(), signum)
+
+  def first_preemption(self):
+    """The Preemption record of an active hook a watched signal reached, or None."""
+    return next((h.preemption for h in self._hooks if h.preemption is not None), None)
 
   def _handle(self, signum, frame):
     hooks = [h for h in self._hooks if signum in h.policy.signals]
+    if not hooks:  # left in place by a release outside the main thread
+      self._pass_on(signum, frame)
+      return
     first = not any(h.preemption is not None for h in hooks)
     for hook in hooks:
       hook._signalled(signum)  # pylint: disable=protected-access
@@ -230,17 +244,12 @@ class _SignalRouter:
 _ROUTER = _SignalRouter()
 
 
-def requested():
-  """Whether a preemption signal arrived for a session still open."""
-  return _ROUTER.requested()
-
-
 def raise_if_requested(what):
-  """Raises Preempted in a wait (`what`) that must not outlast the grace period."""
-  for hook in list(_ROUTER._hooks):  # pylint: disable=protected-access
-    if hook.preemption is not None:
-      raise Preempted('%s ended: %s received' % (what, hook.preemption.signal.name),
-                      hook.preemption)
+  """Raises Preempted in a wait (`what`) that must not outlast the grace
+  period, once a preemption signal reached a session still open."""
+  preemption = _ROUTER.first_preemption()
+  if preemption is not None:
+    raise Preempted('%s ended: %s received' % (what, preemption.signal.name), preemption)
 
 
 class PreemptionHook(session_run_hook.SessionRunHook):
