@@ -18,10 +18,10 @@ either. pytest-benchmark's own timing is of the whole run, one round; the
 figures are in ``extra_info`` (the summaries per size and implementation:
 lost steps, signal -> chief exit, restores).
 
-Nothing here asserts a timing. A stock trial that could not be measured
-fails the test, and so does a process left alive; a fastmts trial that
-failed, lost steps, or left a checkpoint that did not restore is a warning
-(the stock numbers are still recorded).
+Nothing here asserts a timing. A fastmts trial that failed, lost steps, or
+left a checkpoint that did not restore fails the test, and so does a
+process left alive; a stock trial that could not be measured (TF's own
+runtime failing the job before the signal) is a warning.
 """
 
 import os
@@ -66,14 +66,16 @@ def test_preemption(benchmark, tmp_path):
   print('\n' + preemption_bench.table(out))
   assert not out['processes_left'], out['processes_left']
   stock_errors = [e for s in summaries if s['impl'] == 'stock' for e in s['errors']]
-  assert not stock_errors, stock_errors
+  if stock_errors:  # e.g. TF's gRPC runtime failing a stock job before the signal
+    warnings.warn('stock trials not measured: %s' % (stock_errors,))
+  problems = []
   for s in summaries:
     if s['impl'] != 'fastmts':
       continue
-    problems = list(s['errors'])
+    problems.extend('%d MB: %s' % (s['size_mb'], e) for e in s['errors'])
     if s['lost_steps_max']:
-      problems.append('lost up to %d steps' % s['lost_steps_max'])
+      problems.append('%d MB: lost up to %d steps' % (s['size_mb'], s['lost_steps_max']))
     if s['restore_ok'] < s['measured']:
-      problems.append('%d/%d checkpoints restored' % (s['restore_ok'], s['measured']))
-    if problems:
-      warnings.warn('fastmts at %d MB: %s' % (s['size_mb'], problems))
+      problems.append('%d MB: %d/%d checkpoints restored' % (
+          s['size_mb'], s['restore_ok'], s['measured']))
+  assert not problems, problems  # what fastmts promises: no step lost, every checkpoint restores
