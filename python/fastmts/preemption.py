@@ -118,7 +118,9 @@ class Preemption:
   Attributes:
     signal: the first signal received (a `signal.Signals`).
     signals_received: every delivery counted until the session closed.
-    received_at: `time.time()` of the first signal.
+    received_at: `time.time()` when the first signal's handler ran: at once
+      between steps, or when a long TF call of the main thread (a periodic
+      save) returns; the seconds below count from then.
     step: the global step of the checkpoint written at the stop (chief), or
       None (worker; or the stop was cut short, e.g. the save failed).
     checkpoint_path: that checkpoint's path prefix, or None.
