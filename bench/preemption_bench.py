@@ -177,25 +177,10 @@ def checksum_ops(tf, variables):
 # Task side (this file as a worker script)
 # ---------------------------------------------------------------------------
 
-PS_SCRIPT = r'''
-import argparse, json, os, signal, sys, time
 # A job's ps outlives the workers' grace period: it ignores SIGTERM and is
-# SIGKILLed at the end of the trial.
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-p = argparse.ArgumentParser()
-p.add_argument('--cluster', required=True)
-p.add_argument('--job_name', default='ps')
-p.add_argument('--task_index', type=int, default=0)
-args, _ = p.parse_known_args()
-import tensorflow as tf
-cluster = tf.train.ClusterSpec(json.loads(args.cluster))
-server = tf.distribute.Server(cluster, job_name=args.job_name,
-                              task_index=args.task_index, start=True)
-print('CLUSTER_EVENT ' + json.dumps({'event': 'server_started', 't': time.time(),
-                                     'target': server.target}), flush=True)
-server.join()
-'''
+# SIGKILLed at the end of the trial. Otherwise it is cluster_utils's ps.
+PS_SCRIPT = ('import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n' +
+             cluster_utils.PS_SCRIPT)
 
 
 def _event(name, **kw):

@@ -22,6 +22,7 @@ import pytest
 import tensorflow as tf
 
 import compat_utils
+import preemption_utils
 
 fastmts = pytest.importorskip('fastmts')
 
@@ -76,20 +77,6 @@ def _model(at_step=K, queue=False):
   return _kill_at(step, at_step)
 
 
-def _checkpoint(checkpoint_dir):
-  """(step in the name, global_step and w read from the latest checkpoint)."""
-  path = tf.train.latest_checkpoint(checkpoint_dir)
-  if path is None:
-    return None
-  reader = tf.compat.v1.train.NewCheckpointReader(path)
-  return (int(path.rsplit('-', 1)[1]), int(reader.get_tensor('global_step')),
-          reader.get_tensor('w').tolist())
-
-
-def _consistent(step):
-  return (step, step, [float(step)] * 4)
-
-
 class _PythonHook(tf.compat.v1.train.SessionRunHook):
   """A user's hook: the steps run through the Python hook dispatch."""
 
@@ -128,7 +115,7 @@ def test_stops_after_the_signalled_step_and_checkpoints_it(tmp_path, user_handle
       steps_run = sess._coordinated_creator.hooked.steps_run  # pylint: disable=protected-access
   assert steps_run == K  # the step in flight finished; none followed
   assert steps in (None, K)
-  assert _checkpoint(ckpt) == _consistent(K)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K)
   p = sess.preemption
   assert (p.signal, p.signals_received, p.step, p.exit_code) == (signal.SIGTERM, 1, K, 143)
   assert p.checkpoint_path == os.path.join(ckpt, 'model.ckpt-%d' % K)
@@ -150,13 +137,13 @@ def test_tf_monitored_session_with_the_hook_stops_and_saves_as_fastmts(tmp_path,
       hook = fastmts.PreemptionHook(workdir)
       with impl.MonitoredSession(hooks=[hook]) as sess:
         steps = _train(sess, train_op, 'run')
-      return (steps, _checkpoint(workdir), sorted(os.listdir(workdir)),
+      return (steps, preemption_utils.latest_checkpoint(workdir), sorted(os.listdir(workdir)),
               hook.preemption.step, signal.getsignal(signal.SIGTERM) is user_handler)
 
   tf_result = scenario(tf.compat.v1.train, str(tmp_path / 'tf'))
   fastmts_result = scenario(fastmts, str(tmp_path / 'fastmts'))
   assert tf_result == fastmts_result
-  assert tf_result[:2] == (K, _consistent(K))
+  assert tf_result[:2] == (K, preemption_utils.consistent(K))
 
 
 @pytest.mark.timeout(60)
@@ -206,7 +193,7 @@ def test_a_second_signal_during_the_save_is_counted_and_reaches_the_user_after_c
       steps = _train(sess, train_op, 'run')
   assert steps == K
   assert listener.saves == [0, K]  # at creation, then the preemption's save at close
-  assert _checkpoint(ckpt) == _consistent(K)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K)
   assert sess.preemption.signals_received == 2
   # The first signal reached the user's handler at once, the second (which
   # came during the save) once the session had closed.
@@ -229,7 +216,7 @@ def test_signal_during_a_periodic_save(tmp_path, user_handler):
       steps = _train(sess, train_op, 'run')
   assert steps == 4
   assert listener.saves == [0, 2, 4]
-  assert _checkpoint(ckpt) == _consistent(4)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(4)
   assert sess.preemption.step == 4
 
 
@@ -245,7 +232,7 @@ def test_signal_while_an_asynchronous_save_is_in_flight(tmp_path, user_handler, 
                                           save_summaries_steps=None, async_checkpoint=True,
                                           preemption=True) as sess:
       _train(sess, train_op, drive)
-  assert _checkpoint(ckpt) == _consistent(K)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K)
   state = tf.train.get_checkpoint_state(ckpt)
   for path in state.all_model_checkpoint_paths:
     step = int(path.rsplit('-', 1)[1])
@@ -264,7 +251,7 @@ def test_signal_with_queue_runners_running(tmp_path, user_handler, drive):
       assert threads
       _train(sess, train_op, drive)
   assert not any(t.is_alive() for t in threads)
-  assert _checkpoint(ckpt) == _consistent(K)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K)
 
 
 @pytest.mark.timeout(60)
@@ -280,7 +267,7 @@ def test_signal_while_the_session_is_created(tmp_path, user_handler):
                                           preemption=True) as sess:
       steps = _train(sess, train_op, 'run')
   assert steps == 0
-  assert _checkpoint(ckpt) == _consistent(0)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(0)
   assert sess.preemption.step == 0
 
 
@@ -302,7 +289,7 @@ def test_signal_during_close_after_a_normal_stop(tmp_path, user_handler):
                                           preemption=True) as sess:
       steps = _train(sess, train_op, 'run')
   assert steps == 5
-  assert _checkpoint(ckpt) == _consistent(5)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(5)
   assert (sess.preemption.step, sess.preemption.signals_received) == (5, 1)
   assert 0 <= sess.preemption.seconds_to_checkpoint <= sess.preemption.seconds_to_close
   assert signal.getsignal(signal.SIGTERM) is user_handler
@@ -324,7 +311,7 @@ def test_run_after_the_stop_raises_preempted_and_the_step_is_still_saved(tmp_pat
   assert str(raised.value) == ('Run called even after should_stop requested: training '
                                'stopped on SIGTERM.')
   assert raised.value.preemption is sess.preemption
-  assert _checkpoint(ckpt) == _consistent(K)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K)
 
 
 @pytest.mark.timeout(60)
@@ -344,7 +331,7 @@ def test_a_user_handler_that_exits_still_gets_the_checkpoint(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is exit_now
   finally:
     signal.signal(signal.SIGTERM, previous)
-  assert _checkpoint(ckpt) == _consistent(K)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K)
 
 
 @pytest.mark.timeout(60)
@@ -364,7 +351,7 @@ def test_resume_restores_the_preemption_checkpoint(tmp_path, user_handler):
       steps = _train(sess, train_op, 'run')
     assert sess.preemption is None
   assert (first, steps) == (K, 3)
-  assert _checkpoint(ckpt) == _consistent(K + 3)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K + 3)
 
 
 @pytest.mark.timeout(60)
@@ -388,7 +375,7 @@ def test_other_signals_and_the_grace_period_cap_the_close(tmp_path):
       t0 = time.monotonic()
     closed_in = time.monotonic() - t0
   stuck.set()
-  assert _checkpoint(ckpt) == _consistent(K)
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K)
   assert sess.preemption.signal == signal.SIGUSR1
   assert closed_in < 5.0  # bounded by the 1 s grace period, not 120 s
   assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL

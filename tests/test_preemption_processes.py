@@ -15,25 +15,12 @@ import pytest
 import tensorflow as tf
 
 import cluster_utils
+import preemption_utils
 
 pytest.importorskip('fastmts')
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'preemption_train.py')
 EXIT_BUDGET_SECS = 20.0  # a hang bound: this machine may be loaded
-
-
-def _checkpoint(checkpoint_dir):
-  """(step in the name, global_step and w read) of the latest checkpoint."""
-  path = tf.train.latest_checkpoint(checkpoint_dir)
-  if path is None:
-    return None
-  reader = tf.compat.v1.train.NewCheckpointReader(path)
-  return (int(path.rsplit('-', 1)[1]), int(reader.get_tensor('global_step')),
-          reader.get_tensor('w').tolist())
-
-
-def _consistent(step):
-  return (step, step, [float(step)] * 4)
 
 
 def _saved_while_others_trained(checkpoint, step):
@@ -84,7 +71,7 @@ def test_sigterm_stock_dies_opted_in_checkpoints_the_last_step(tmp_path, impl, o
     task = c.tasks['worker0']
     last_printed = max(e['global_step'] for e in task.events() if e['event'] == 'step')
     result = task.result()
-  step, global_step, w = _checkpoint(ckpt)
+  step, global_step, w = preemption_utils.latest_checkpoint(ckpt)
   assert (global_step, w) == (step, [float(step)] * 4)
   if not opt_in:  # as stock TF: killed, the last periodic checkpoint remains
     assert code == -signal.SIGTERM and result is None
@@ -103,6 +90,16 @@ def _cluster_options(ckpt, **kw):
                'step_sleep': 0.02}, **kw)
 
 
+def _start_training(c, ckpt, worker_steps):
+  """The ps, then the chief, then worker 1 once the chief trains; returns
+  when worker 1 has run `worker_steps` steps."""
+  c.start_ps()
+  _start(c, 0, 'fastmts', _cluster_options(ckpt))
+  _wait_step(c, 'worker0', 5)
+  _start(c, 1, 'fastmts', _cluster_options(ckpt))
+  _wait_step(c, 'worker1', worker_steps)
+
+
 @pytest.mark.timeout(180)
 def test_cluster_whole_job_preempted_then_the_chief_resumes(tmp_path):
   """SIGTERM to the chief and the worker at once (the ps lives on): the
@@ -110,17 +107,13 @@ def test_cluster_whole_job_preempted_then_the_chief_resumes(tmp_path):
   with 143; a chief started again resumes at that step."""
   ckpt = str(tmp_path / 'ckpt')
   with cluster_utils.Cluster(tmp_path / 'cluster', num_ps=1, num_workers=2) as c:
-    c.start_ps()
-    _start(c, 0, 'fastmts', _cluster_options(ckpt))
-    _wait_step(c, 'worker0', 5)
-    _start(c, 1, 'fastmts', _cluster_options(ckpt))
-    _wait_step(c, 'worker1', 10)
+    _start_training(c, ckpt, worker_steps=10)
     exits = _sigterm_and_wait(c, ['worker0', 'worker1'])
     chief, worker = c.tasks['worker0'].result(), c.tasks['worker1'].result()
     assert exits['worker0'][0] == exits['worker1'][0] == 143, exits
     assert chief['error'] is None and worker['error'] is None
     step = chief['preemption']['step']
-    saved = _checkpoint(ckpt)
+    saved = preemption_utils.latest_checkpoint(ckpt)
     # The worker's step in flight may end during the chief's save.
     assert _saved_while_others_trained(saved, step), saved
     assert worker['preemption']['step'] is None
@@ -135,7 +128,7 @@ def test_cluster_whole_job_preempted_then_the_chief_resumes(tmp_path):
   assert created['global_step'] == saved[1]  # restored, not initialized
   assert resumed['error'] is None and resumed['preemption'] is None
   assert resumed['steps'] == 5
-  assert _checkpoint(ckpt) == (saved[1] + 5, saved[1] + 5, [v + 5 for v in saved[2]])
+  assert preemption_utils.latest_checkpoint(ckpt) == (saved[1] + 5, saved[1] + 5, [v + 5 for v in saved[2]])
 
 
 @pytest.mark.timeout(180)
@@ -144,21 +137,17 @@ def test_cluster_chief_preempted_while_a_worker_trains_on(tmp_path):
   on after the chief's preempted stop, and stops on its own signal."""
   ckpt = str(tmp_path / 'ckpt')
   with cluster_utils.Cluster(tmp_path / 'cluster', num_ps=1, num_workers=2) as c:
-    c.start_ps()
-    _start(c, 0, 'fastmts', _cluster_options(ckpt))
-    _wait_step(c, 'worker0', 5)
-    _start(c, 1, 'fastmts', _cluster_options(ckpt))
-    _wait_step(c, 'worker1', 5)
+    _start_training(c, ckpt, worker_steps=5)
     exits = _sigterm_and_wait(c, ['worker0'])
     assert exits['worker0'][0] == 143
     step = c.tasks['worker0'].result()['preemption']['step']
-    assert _saved_while_others_trained(_checkpoint(ckpt), step), _checkpoint(ckpt)
+    assert _saved_while_others_trained(preemption_utils.latest_checkpoint(ckpt), step), preemption_utils.latest_checkpoint(ckpt)
     _wait_step(c, 'worker1', step + 10)  # training goes on
     exits = _sigterm_and_wait(c, ['worker1'])
     worker = c.tasks['worker1'].result()
   assert exits['worker1'][0] == 143
   assert worker['error'] is None and worker['preemption']['checkpoint_path'] is None
-  assert _checkpoint(ckpt)[0] == step  # the worker wrote nothing
+  assert preemption_utils.latest_checkpoint(ckpt)[0] == step  # the worker wrote nothing
 
 
 @pytest.mark.timeout(120)
