@@ -7,6 +7,7 @@
 #include "benchmark_binding.h"
 #include "checkpoint_writer_binding.h"
 #include "coordinator_binding.h"
+#include "event_file_binding.h"
 #include "hook_binding.h"
 #include "python_time.h"
 #include "session_binding.h"
@@ -23,6 +24,7 @@ PYBIND11_MODULE(_native, m) {
   register_status_errors(m);
   register_tensors(m);
   register_text_format(m);
+  register_event_file(m);
   register_checkpoint_writer(m);  // before the hooks: GlobalStepGatedHook takes a writer
   register_coordinator(m);  // before the session: its loop takes a Coordinator
   register_hooks(m);
