@@ -1,10 +1,17 @@
-// Glue only: bytes in, bytes out.
+// Glue only: bytes in and out, the GIL given up while a call may wait for
+// the writer thread, and the Python side of the file's creation.
 #include "event_file_binding.h"
 
+#include <pybind11/stl.h>
+
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "event_file.h"
+#include "event_writer.h"
+#include "python_compat.h"
+#include "summary_writer.h"
 
 namespace py = pybind11;
 
@@ -18,9 +25,79 @@ std::string_view view_of(const py::bytes& b) {
   return std::string_view(data, static_cast<size_t>(size));
 }
 
+// A native EventWriter whose files TF's EventsWriter makes through
+// `create_file() -> str`, called on the writer thread with the GIL taken. A
+// Python failure there becomes the writer's own, its message kept, so no
+// Python object outlives the GIL held.
+std::shared_ptr<EventWriter> make_event_writer(std::string filename, size_t max_queue,
+                                               double flush_secs, double next_flush_time,
+                                               py::function create_file) {
+  PyObject* callback = create_file.release().ptr();  // owned by the deleter below
+  EventWriter::CreateFile create = [callback]() -> std::string {
+    py::gil_scoped_acquire gil;
+    if (Py_IsFinalizing()) throw EventWriterError("the interpreter is shutting down");
+    try {
+      return py::reinterpret_borrow<py::function>(callback)().cast<std::string>();
+    } catch (py::error_already_set& e) {
+      throw EventWriterError(e.what());
+    }
+  };
+  return std::shared_ptr<EventWriter>(
+      new EventWriter(std::move(filename), max_queue, flush_secs, next_flush_time,
+                      std::move(create)),
+      [callback](EventWriter* writer) {
+        // Closing joins the thread, which may wait for the GIL to make a file.
+        if (PyGILState_Check()) {
+          py::gil_scoped_release released;
+          delete writer;
+        } else {
+          delete writer;
+        }
+        py::gil_scoped_acquire gil;
+        Py_DECREF(callback);
+      });
+}
+
 }  // namespace
 
 void register_event_file(py::module_& m) {
+  py::class_<EventWriter, std::shared_ptr<EventWriter>>(m, "EventWriter")
+      .def(py::init(&make_event_writer), py::arg("filename"), py::arg("max_queue"),
+           py::arg("flush_secs"), py::arg("next_flush_time"), py::arg("create_file"))
+      .def(
+          "add",
+          [](EventWriter& w, const py::bytes& event) {
+            std::string bytes(view_of(event));
+            py::gil_scoped_release released;
+            return w.add(std::move(bytes), /*wait_for_room=*/true);
+          },
+          py::arg("event"))
+      .def("flush", &EventWriter::flush, py::call_guard<py::gil_scoped_release>())
+      .def("close", &EventWriter::close, py::call_guard<py::gil_scoped_release>())
+      .def("reopen", &EventWriter::reopen, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("closed", &EventWriter::closed)
+      .def_property_readonly("filename", &EventWriter::filename);
+
+  py::class_<SeenSummaryTags, std::shared_ptr<SeenSummaryTags>>(m, "SeenSummaryTags")
+      .def(py::init<>())
+      .def("__contains__", &SeenSummaryTags::contains, py::arg("tag"))
+      .def("add", &SeenSummaryTags::add, py::arg("tag"))
+      .def("all", &SeenSummaryTags::all)
+      .def(
+          "strip_repeated_metadata",
+          [](SeenSummaryTags& tags, const py::bytes& summary) -> py::object {
+            auto out = tags.strip_repeated_metadata({view_of(summary)});
+            if (!out) return py::none();
+            return py::bytes(out->at(0));
+          },
+          py::arg("summary"));
+
+  py::class_<SummaryWriter, std::shared_ptr<SummaryWriter>>(m, "SummaryWriter")
+      .def(py::init<std::shared_ptr<EventWriter>, std::shared_ptr<SeenSummaryTags>>(),
+           py::arg("events"), py::arg("tags"))
+      .def_property_readonly("events", &SummaryWriter::events)
+      .def_property_readonly("tags", &SummaryWriter::tags);
+
   m.def("masked_crc32c", [](const py::bytes& data) { return masked_crc32c(view_of(data)); },
         py::arg("data"));
   m.def("tfrecord", [](const py::bytes& data) { return py::bytes(tfrecord(view_of(data))); },

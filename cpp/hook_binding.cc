@@ -90,6 +90,23 @@ std::shared_ptr<GlobalStepGatedHook> make_global_step_gated_hook(
       std::move(poll), std::move(report));
 }
 
+// Whether `logger` prints INFO records now, read as Logger.isEnabledFor
+// reads it (`disabled`, then its per-level cache), without running Python
+// code unless the cache lacks the level.
+std::function<bool()> info_logged_by(py::object logger) {
+  return [logger]() {
+    py::gil_scoped_acquire gil;
+    constexpr int kInfo = 20;
+    if (py::bool_(logger.attr("disabled"))) return false;
+    py::object cache = py::getattr(logger, "_cache", py::none());
+    if (PyDict_Check(cache.ptr())) {
+      PyObject* known = PyDict_GetItem(cache.ptr(), py::int_(kInfo).ptr());  // borrowed
+      if (known != nullptr) return PyObject_IsTrue(known) == 1;
+    }
+    return logger.attr("isEnabledFor")(kInfo).cast<bool>();
+  };
+}
+
 // `act(stale_step, next_step, requested, extra, run_metadata) -> next step
 // or None`: SummarySaverHook's and ProfilerHook's actions.
 std::shared_ptr<StepScheduledHook> make_step_scheduled_hook(
@@ -157,6 +174,18 @@ void register_hooks(py::module_& m) {
            py::arg("on_written") = py::none())
       .def_property_readonly("last_step",
                              [](const GlobalStepGatedHook& h) { return optional_step(h.last_step()); })
+      .def_property_readonly("timer_state",
+                             [](const GlobalStepGatedHook& h) {
+                               return py::make_tuple(optional_step(h.timer().last_step()),
+                                                     h.timer().last_time());
+                             })
+      .def(
+          "set_summary_writer",
+          [](GlobalStepGatedHook& h, std::shared_ptr<SummaryWriter> writer, std::string tag,
+             py::object logger) {
+            h.set_summary_writer(std::move(writer), std::move(tag), info_logged_by(logger));
+          },
+          py::arg("writer"), py::arg("tag"), py::arg("logger"))
       .def("adopt_timer", &GlobalStepGatedHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));
 
@@ -165,6 +194,7 @@ void register_hooks(py::module_& m) {
            py::arg("global_step_index"), py::arg("every_secs"), py::arg("every_steps"),
            py::arg("act_on_first_step"), py::arg("full_trace"), py::arg("act"), py::arg("end"))
       .def("set_extra", &StepScheduledHook::set_extra, py::arg("plan"))
+      .def("set_summary_writer", &StepScheduledHook::set_summary_writer, py::arg("writer"))
       .def_property_readonly("next_step", &StepScheduledHook::next_step)
       .def_property_readonly("timer_state",
                              [](const StepScheduledHook& h) {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "tf_strings.h"
+
 namespace fastmts {
 
 int64_t scalar_as_int64(const TF_Tensor* t) {
@@ -171,16 +173,49 @@ void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
     flush_deferred();
 }
 
+void GlobalStepGatedHook::set_summary_writer(std::shared_ptr<SummaryWriter> writer,
+                                             std::string tag,
+                                             std::function<bool()> info_logged) {
+  summary_writer_ = std::move(writer);
+  summary_tag_ = std::move(tag);
+  info_logged_ = std::move(info_logged);
+}
+
+bool GlobalStepGatedHook::write_rate(const StepRate& rate) {
+  // TF divides the step count by the seconds (a zero time is TF's to
+  // handle) and protobuf rounds the rate to a float.
+  if (!summary_writer_ || !summary_writer_->open() || !(rate.elapsed_secs > 0)) return false;
+  const double per_sec = static_cast<double>(rate.elapsed_steps) / rate.elapsed_secs;
+  summary_writer_->add_simple_value(summary_tag_, static_cast<float>(per_sec), rate.global_step);
+  return true;
+}
+
 void GlobalStepGatedHook::count_step_rate(const StepContext& ctx, int64_t global_step) {
-  ctx.before_postponing(this);
+  std::optional<StepRate> rate;
   {
     std::lock_guard<std::mutex> lock(rates_mu_);
     const std::optional<int64_t> previous = timer_.last_step();
     const std::optional<double> elapsed_secs = timer_.update_last_triggered_step(global_step);
+    if (elapsed_secs)
+      rate = StepRate{global_step - *previous, *elapsed_secs, global_step, timer_.last_time()};
+  }
+  if (summary_writer_ && summary_writer_->open()) {
+    // TF's timer on the hook object catches up at hand-back.
+    if (!rate) return;  // the timer's first firing: nothing to write or log
+    // With TF's INFO line printed, TF's own _log_and_record runs, so the
+    // line is TF's record; else no Python runs.
+    if (!info_logged_()) {
+      ctx.before_postponing(this);  // records another hook postponed come first
+      if (write_rate(*rate)) return;
+    }
+  }
+  ctx.before_postponing(this);
+  {
+    std::lock_guard<std::mutex> lock(rates_mu_);
     timer_moved_ = true;
-    if (elapsed_secs) {
+    if (rate) {
       if (rates_.empty()) first_rate_waiting_since_.store(steady_seconds());
-      rates_.push_back({global_step - *previous, *elapsed_secs, global_step, timer_.last_time()});
+      rates_.push_back(*rate);
     }
   }
   if (!ctx.may_defer()) flush_deferred();
@@ -265,9 +300,39 @@ void StepScheduledHook::after_run(StepContext& ctx, const RunRequest& request,
     next_step_ = fresh + 1;
     return;
   }
+  if (write_natively(ctx, stale, requested, *outputs)) return;
   std::vector<SharedTensor> extra;
   if (requested) extra = outputs->to_vector(1);
   next_step_ = act_(stale, next_step_, requested, requested ? &extra : nullptr, run_metadata);
+}
+
+bool StepScheduledHook::write_natively(StepContext& ctx, int64_t stale, bool requested,
+                                       const Fetched& outputs) {
+  if (full_trace_ || !summary_writer_ || !summary_writer_->open()) return false;
+  // The step's summaries: each a serialized Summary in a string scalar.
+  std::vector<std::string_view> summaries;
+  if (requested && has_extra_) {
+    for (size_t i = 1; i < outputs.size(); ++i) {
+      const TF_Tensor* t = outputs[i].get();
+      if (tf::TensorType(t) != TF_STRING || tf::NumDims(t) != 0) return false;
+      summaries.push_back(string_elements(t).at(0));
+    }
+  }
+  std::optional<std::vector<std::string>> stripped =
+      summary_writer_->tags()->strip_repeated_metadata(summaries);
+  if (!stripped) return false;
+  // TF's after_run from here on.
+  ctx.before_postponing(this);  // another hook's records of this step come first
+  const bool first = !next_step_;
+  int64_t global_step = stale + 1;
+  if (first || requested) global_step = read_global_step(ctx.session(), read_step_);
+  if (first) summary_writer_->add_session_log_start(global_step);
+  if (requested) {
+    timer_.update_last_triggered_step(global_step);
+    summary_writer_->add_stripped_summaries(*stripped, global_step);
+  }
+  next_step_ = global_step + 1;
+  return true;
 }
 
 }  // namespace fastmts

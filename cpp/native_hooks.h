@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hooked_session.h"
+#include "summary_writer.h"
 #include "timers.h"
 
 namespace fastmts {
@@ -115,6 +116,11 @@ class LoggingTensorHook : public Hook {
 // log line. after_create_session and end are TF's own. The caller hands
 // TF's timer state back (adopt_timer) after each of its Python calls that
 // may move it, so both agree on when it last fired.
+//
+// StepCounterHook writing to a native SummaryWriter (set_summary_writer)
+// writes its global_step/sec records itself, at once, with no Python, unless
+// TF's logger would print its INFO line (`info_logged`): then TF's own
+// _log_and_record runs as above.
 class GlobalStepGatedHook : public Hook {
  public:
   struct StepRate {
@@ -155,9 +161,16 @@ class GlobalStepGatedHook : public Hook {
   }
   // StepCounterHook's _last_global_step: the step its last after_run fetched.
   std::optional<int64_t> last_step() const { return last_step_; }
+  // StepCounterHook's writer, its summary tag, and whether TF's INFO log
+  // line would be printed now (asked once per record).
+  void set_summary_writer(std::shared_ptr<SummaryWriter> writer, std::string tag,
+                          std::function<bool()> info_logged);
+  const SecondOrStepTimer& timer() const { return timer_; }
 
  private:
   void count_step_rate(const StepContext& ctx, int64_t global_step);
+  // Writes the record natively; false when TF's Python must.
+  bool write_rate(const StepRate& rate);
 
   PlanPtr read_step_;
   SecondOrStepTimer timer_;
@@ -172,6 +185,9 @@ class GlobalStepGatedHook : public Hook {
   LifecycleFn after_create_session_, end_;
   PollFn background_ended_;
   ReportFn report_;
+  std::shared_ptr<SummaryWriter> summary_writer_;
+  std::string summary_tag_;
+  std::function<bool()> info_logged_;
   // Rates waiting for `record`, and whether the timer moved since the last
   // hand-over. Guarded: two threads may step one session.
   std::mutex rates_mu_;
@@ -189,6 +205,9 @@ class GlobalStepGatedHook : public Hook {
 // and returns the step it expects next. On the first step `act` runs too (TF
 // starts the summary log or the timer there). Every other step is native.
 // `on_end` is TF's own end (SummarySaverHook flushes its writer).
+// SummarySaverHook writing to a native SummaryWriter (set_summary_writer)
+// does all of its after_run natively (the fresh read, the START session log,
+// the summaries): `act` runs only when TF's Python must write them.
 class StepScheduledHook : public Hook {
  public:
   using ActFn = std::function<std::optional<int64_t>(
@@ -200,6 +219,9 @@ class StepScheduledHook : public Hook {
   // The summaries to fetch when acting (resolved after session creation,
   // when the Scaffold has its summary op); null for none.
   void set_extra(PlanPtr extra);
+  void set_summary_writer(std::shared_ptr<SummaryWriter> writer) {
+    summary_writer_ = std::move(writer);
+  }
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
@@ -214,6 +236,9 @@ class StepScheduledHook : public Hook {
   const SecondOrStepTimer& timer() const { return timer_; }
 
  private:
+  // TF's after_run written natively; false (nothing done) when it cannot be.
+  bool write_natively(StepContext& ctx, int64_t stale, bool requested, const Fetched& outputs);
+
   PlanPtr read_step_, read_step_and_extra_;
   SecondOrStepTimer timer_;
   bool act_on_first_step_;
@@ -222,6 +247,7 @@ class StepScheduledHook : public Hook {
   ActFn act_;
   std::function<void()> on_end_;
   std::optional<int64_t> next_step_;
+  std::shared_ptr<SummaryWriter> summary_writer_;
 };
 
 // True when a float scalar (half, float, double, bfloat16) is NaN.

@@ -20,3 +20,7 @@ inline PyObject* PyObject_CallOneArg(PyObject* callable, PyObject* arg) {
 #elif PY_VERSION_HEX < 0x03090000  // Python 3.8: still underscored
 #define PyObject_Vectorcall _PyObject_Vectorcall
 #endif
+
+#if PY_VERSION_HEX < 0x030D0000  // before 3.13: the same check, underscored
+#define Py_IsFinalizing _Py_IsFinalizing
+#endif

@@ -20,6 +20,7 @@ from fastmts import async_checkpoint as async_checkpoint_lib
 from fastmts import fetches as fetches_lib
 from fastmts import checkpoint_saver
 from fastmts import class_identity
+from fastmts import event_file_writer
 from fastmts import preemption
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
@@ -288,12 +289,21 @@ class _NativeGlobalStepGated:
         None if is_step_counter else save, record if is_step_counter else None,
         after_create_session, end, writer=None if writes is None else writes.native,
         on_written=None if writes is None else lambda: writes.deliver(wait=False))
+    summary_writer = hook._summary_writer if is_step_counter else None  # pylint: disable=protected-access
+    native_writer = (None if summary_writer is None else
+                     event_file_writer.summary_writer_of(summary_writer))
+    if native_writer is not None:
+      self.native.set_summary_writer(native_writer, hook._summary_tag, logging.get_logger())  # pylint: disable=protected-access
 
   def hand_back(self):
-    # StepCounterHook's _last_global_step moves every step, natively only.
+    # StepCounterHook's _last_global_step moves every step, and its timer
+    # on each record written natively: both natively only.
     if self._is_step_counter:
       last_step = self.native.last_step
       self._hook._last_global_step = None if last_step is None else self._as_step(last_step)  # pylint: disable=protected-access
+      timer_step, timer_time = self.native.timer_state
+      if timer_step is not None:
+        _set_tf_timer(self._hook._timer, self._as_step, timer_step, timer_time)  # pylint: disable=protected-access
 
   @staticmethod
   def accepts(hook):
@@ -342,6 +352,10 @@ class _NativeStepScheduled:
         *_output(step), _optional_float(timer._every_secs),  # pylint: disable=protected-access
         _optional_float(timer._every_steps), self._is_summary, not self._is_summary, act,  # pylint: disable=protected-access
         lambda: hook.end(owner.tf_sess))
+    if self._is_summary:
+      native_writer = event_file_writer.summary_writer_of(hook._summary_writer)  # pylint: disable=protected-access
+      if native_writer is not None:
+        self.native.set_summary_writer(native_writer)
 
   def hand_back(self):
     # Steps without summaries move the step expected next and the timer

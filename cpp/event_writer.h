@@ -1,0 +1,103 @@
+// The writer thread of TF's EventFileWriter, natively: one queue of
+// serialized Events, one thread appending them as TFRecords to the event
+// file, flushing as TF's _EventLoggerThread does (the first event at once,
+// then after each event written more than flush_secs after the previous
+// flush, and on flush()/close()). Records from native hooks and from
+// Python's add_event share the queue, so they land in the order they were
+// added, and no Python thread wakes per record.
+//
+// The file itself is TF's: the caller's `create_file` makes a new one with
+// TF's EventsWriter (its name, its release's first record, flushed) and
+// returns its name; this writer only appends. A writer starts on a file TF
+// already made, or with none, and after close() + reopen() the next event
+// goes to a new file, as in TF.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace fastmts {
+
+// The writer thread failed (a file that cannot be created, written or
+// flushed); every later add/flush/close raises it again, as TF's
+// EventFileWriter re-raises its thread's failure.
+class EventWriterError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class EventWriter {
+ public:
+  // Makes a new event file with its first record and returns its name.
+  // Runs on the writer thread; throws on failure.
+  using CreateFile = std::function<std::string()>;
+
+  // `filename`: the file to append to, or empty to create one for the first
+  // event. `next_flush_time` (seconds since the epoch): when the first
+  // event written is flushed at the latest (0: at once, as TF's new thread).
+  // `max_queue` bounds the events waiting for a caller that waits for room.
+  EventWriter(std::string filename, size_t max_queue, double flush_secs,
+              double next_flush_time, CreateFile create_file);
+  ~EventWriter();
+  EventWriter(const EventWriter&) = delete;
+  EventWriter& operator=(const EventWriter&) = delete;
+
+  // Queues one serialized Event; false (nothing queued) once closed. With
+  // `wait_for_room`, blocks while max_queue events wait (TF's add_event);
+  // native hooks never block on it. Throws EventWriterError after a failure.
+  bool add(std::string event, bool wait_for_room);
+  // Returns once every event queued before is written and the file flushed.
+  void flush();
+  // Flushes, ends the thread and closes the file; later adds are dropped.
+  void close();
+  // After close(): starts again; the next event goes to a new file.
+  void reopen();
+  bool closed() const;
+  // The file appended to now (empty before the first one exists).
+  std::string filename() const;
+
+ private:
+  enum class Kind { kEvent, kFlush, kStop };
+  struct Item {
+    Kind kind;
+    std::string bytes;
+    uint64_t flush_id = 0;
+  };
+
+  void start_thread();
+  void run();
+  void push(Item item, bool wait_for_room, std::unique_lock<std::mutex>& lock);
+  void throw_if_failed() const;  // mu_ held
+  // Writer thread only:
+  void write(const std::string& event);
+  void flush_file();
+  void close_file();
+
+  const size_t max_queue_;
+  const double flush_secs_;
+  const CreateFile create_file_;
+
+  mutable std::mutex mu_;
+  std::condition_variable queued_, dequeued_, flushed_;
+  std::deque<Item> queue_;
+  bool closed_ = false;
+  bool failed_ = false;
+  std::string failure_;
+  uint64_t flush_requested_ = 0, flush_done_ = 0;
+  std::string filename_;  // guarded by mu_ for readers; written by the thread
+  std::thread thread_;
+
+  // Writer thread state.
+  std::FILE* file_ = nullptr;
+  int64_t outstanding_ = 0;
+  double next_flush_time_;
+};
+
+}  // namespace fastmts

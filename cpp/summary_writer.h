@@ -1,0 +1,69 @@
+// TF's FileWriter (SummaryToEventTransformer) for the records native hooks
+// write: a Summary or SessionLog wrapped in an Event with the wall time and
+// step, a summary's repeated metadata dropped, handed to the EventWriter.
+// The tags seen so far are shared with the Python FileWriter (its
+// _seen_summary_tags), so a user's add_summary on the same writer strips
+// metadata exactly as it would next to TF's own hooks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "event_writer.h"
+
+namespace fastmts {
+
+// SummaryToEventTransformer's _seen_summary_tags, thread-safe.
+class SeenSummaryTags {
+ public:
+  bool contains(const std::string& tag) const;
+  void add(const std::string& tag);
+  std::vector<std::string> all() const;
+
+  // The summaries as TF's add_summary writes them one after the other: for
+  // each value, in order, metadata dropped when its tag was seen before,
+  // else the tag marked seen. nullopt, with no tag marked, when one is not
+  // as protobuf would serialize it again (malformed, fields out of order or
+  // repeated, unknown fields, text that is not UTF-8): TF's own Python must
+  // parse them then.
+  std::optional<std::vector<std::string>> strip_repeated_metadata(
+      const std::vector<std::string_view>& summaries);
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_set<std::string> tags_;
+};
+
+class SummaryWriter {
+ public:
+  SummaryWriter(std::shared_ptr<EventWriter> events, std::shared_ptr<SeenSummaryTags> tags)
+      : events_(std::move(events)), tags_(std::move(tags)) {}
+
+  // Whether records can go natively now; when closed, TF's Python runs
+  // (it warns that the writer is closed and drops the record).
+  bool open() const { return !events_->closed(); }
+
+  // Each returns false, having written nothing, when TF's Python must
+  // write the record instead (see strip_repeated_metadata).
+  bool add_summaries(const std::vector<std::string_view>& summaries, int64_t step);
+  // Summaries already through tags()->strip_repeated_metadata.
+  void add_stripped_summaries(const std::vector<std::string>& summaries, int64_t step);
+  void add_simple_value(std::string_view tag, float value, int64_t step);
+  void add_session_log_start(int64_t step);
+
+  const std::shared_ptr<EventWriter>& events() const { return events_; }
+  const std::shared_ptr<SeenSummaryTags>& tags() const { return tags_; }
+
+ private:
+  void add_event(std::string event);
+  std::shared_ptr<EventWriter> events_;
+  std::shared_ptr<SeenSummaryTags> tags_;
+};
+
+}  // namespace fastmts

@@ -1,0 +1,175 @@
+"""TF's EventFileWriter with a native writer thread.
+
+TF's `FileWriter` hands each event to an `EventFileWriter`, whose Python
+thread serializes and writes it. For the writers fastmts's native hooks
+write to (the `FileWriterCache` writer of the summary directory), fastmts
+swaps that `EventFileWriter` for `NativeEventFileWriter`: the same methods
+and behaviour (file names, records, their order, flush schedule, close and
+reopen), but one native queue and thread, which the native hooks append to
+directly. The `FileWriter` object itself stays TF's, so a user's
+`add_summary` on it lands in order with the hooks' records.
+
+The file stays TF's own: TF's EventsWriter makes each file (its name and
+its release's first record); the native thread appends to it. Writers that
+are not exactly TF's (a subclass, `FileWriter(session=...)`), or that write
+to a remote file system, keep TF's Python writer.
+"""
+import atexit
+import os
+import re
+import socket
+import weakref
+
+from tensorflow.core.framework import summary_pb2
+from tensorflow.python.summary.writer import event_file_writer as _tf_event_file_writer
+from tensorflow.python.summary.writer import writer as _tf_writer
+
+from fastmts import _native
+
+# TF's SummaryToEventTransformer keeps a value's metadata the first time its
+# tag is seen because a SummaryMetadata message is always truthy in Python
+# protobuf; the native stripping assumes exactly that.
+_METADATA_ALWAYS_TRUTHY = bool(summary_pb2.SummaryMetadata())
+
+# Native writers, closed at exit: their threads must not outlive the
+# interpreter (TF's writer thread is a daemon, which may lose what it had
+# not flushed; these write it all).
+_open_writers = weakref.WeakSet()
+
+
+class NativeEventFileWriter:
+  """TF's EventFileWriter API over a native writer thread (see the module
+  docstring). Made by `adopt`, never directly."""
+
+  def __init__(self, logdir, native):
+    self._logdir = logdir
+    self.native = native  # _native.EventWriter
+    _open_writers.add(self)
+
+  def get_logdir(self):
+    """Returns the directory where event file will be written."""
+    return self._logdir
+
+  def reopen(self):
+    """After close(): the next events go to a new file, as in TF."""
+    self.native.reopen()
+    _open_writers.add(self)
+
+  def add_event(self, event):
+    """Adds an event to the event file (dropped once closed, as TF)."""
+    self.native.add(event.SerializeToString())
+
+  def flush(self):
+    """Returns once every event added before is written and flushed."""
+    self.native.flush()
+
+  def close(self):
+    """Flushes and closes the event file."""
+    self.native.close()
+
+
+class _SeenSummaryTags:
+  """SummaryToEventTransformer's `_seen_summary_tags` set, shared with the
+  native hooks writing through the same FileWriter."""
+
+  def __init__(self, native):
+    self.native = native  # _native.SeenSummaryTags
+
+  def __contains__(self, tag):
+    return tag in self.native
+
+  def add(self, tag):
+    self.native.add(tag)
+
+  def __iter__(self):
+    return iter(self.native.all())
+
+  def __len__(self):
+    return len(self.native.all())
+
+
+def _is_local(logdir):
+  scheme = re.match(r'^([A-Za-z][A-Za-z0-9+.-]*)://', logdir)
+  return scheme is None or scheme.group(1) == 'file'
+
+
+def _event_file_suffix(prefix, filename):
+  """The filename_suffix TF's EventsWriter named `filename` with, or None
+  if the name is not one it makes (prefix.out.tfevents.<secs>.<host><suffix>)."""
+  match = re.match(re.escape(prefix) + r'\.out\.tfevents\.\d+\.' + re.escape(socket.gethostname()),
+                   filename)
+  return None if match is None else filename[match.end():]
+
+
+def summary_writer_of(file_writer):
+  """The native SummaryWriter behind TF `file_writer`, adopting its event
+  writer first if need be; None when TF's Python must write its events."""
+  if type(file_writer) is not _tf_writer.FileWriter or not _METADATA_ALWAYS_TRUTHY:
+    return None
+  native = getattr(file_writer, '_fastmts_summary_writer', None)
+  if native is not None:
+    return native if type(file_writer.event_writer) is NativeEventFileWriter else None
+  tags = getattr(file_writer, '_seen_summary_tags', None)
+  if type(tags) is not set:
+    return None
+  events = _adopt(file_writer.event_writer)
+  if events is None:
+    return None
+  seen = _native.SeenSummaryTags()
+  for tag in tags:
+    seen.add(tag)
+  file_writer._seen_summary_tags = _SeenSummaryTags(seen)  # pylint: disable=protected-access
+  file_writer.event_writer = events
+  native = _native.SummaryWriter(events.native, seen)
+  file_writer._fastmts_summary_writer = native  # pylint: disable=protected-access
+  return native
+
+
+def _adopt(event_writer):
+  """A NativeEventFileWriter carrying on from TF's open EventFileWriter
+  `event_writer` (flushed and closed here), or None if it cannot."""
+  if type(event_writer) is not _tf_event_file_writer.EventFileWriter:
+    return None
+  if event_writer._closed or not _is_local(event_writer.get_logdir()):  # pylint: disable=protected-access
+    return None
+  worker = getattr(event_writer, '_worker', None)
+  flush_secs = getattr(event_writer, '_flush_secs', None)
+  max_queue = getattr(event_writer, '_max_queue', None)
+  if max_queue is None:  # TF 1.15 and 2.0 keep it in their queue
+    max_queue = getattr(getattr(event_writer, '_event_queue', None), 'maxsize', None)
+  ev_writer = event_writer._ev_writer  # pylint: disable=protected-access
+  if worker is None or flush_secs is None or max_queue is None:
+    return None
+  prefix = os.path.join(event_writer.get_logdir(), 'events')
+  # Every event added so far is written and flushed; FileName() makes the
+  # file now if no event made it yet.
+  event_writer.flush()
+  filename = ev_writer.FileName()
+  filename = filename.decode() if isinstance(filename, bytes) else filename
+  suffix = _event_file_suffix(prefix, filename)
+  if suffix is None:
+    return None
+  next_flush_time = getattr(worker, '_next_event_flush_time', 0)
+  writer_type = type(ev_writer)
+  event_writer.close()
+
+  def create_file():
+    # A new file as TF's EventsWriter makes it after close() and reopen().
+    made = writer_type(prefix.encode())
+    made.InitWithSuffix(suffix.encode())
+    name = made.FileName()
+    made.Close()
+    return name.decode() if isinstance(name, bytes) else name
+
+  native = _native.EventWriter(filename, int(max_queue), float(flush_secs),
+                               float(next_flush_time), create_file)
+  return NativeEventFileWriter(event_writer.get_logdir(), native)
+
+
+@atexit.register
+def _close_at_exit():
+  for writer in list(_open_writers):
+    try:
+      writer.native.close()
+    except Exception:  # pylint: disable=broad-except
+      pass  # a failed writer already raised to its user
