@@ -10,6 +10,9 @@ hooks     'stop'  -> hooks=[StopAtStepHook], no checkpoint_dir (so
                      steps, CheckpointSaverHook every 600 s) plus
                      [StopAtStepHook, NanTensorHook(loss),
                       LoggingTensorHook({'loss': loss}, every_n_iter=1000)]
+          'summaries' -> checkpoint_dir=<tmp> with MonitoredTrainingSession's
+                     defaults but save_summaries_steps=10, the graph with
+                     SUMMARIES (300) scalar summaries, plus [StopAtStepHook]
 kind      'stock'   tf.compat.v1.train.MonitoredTrainingSession
           'fastmts' fastmts.MonitoredTrainingSession, sess.run(train_op) per step
           'fastmts-loop'  the same session, steps by sess.run_steps(train_op,
@@ -25,13 +28,15 @@ kind      'stock'   tf.compat.v1.train.MonitoredTrainingSession
                     global-step read tensor that StopAtStepHook and TF's
                     default hooks fetch (not the variable: the read tensor is
                     a cond on the variable being initialized, a different
-                    and dearer run), and for 'full' + loss. So the floor is
+                    and dearer run), for 'full' + loss, and for 'summaries'
+                    the merged summary op every SUMMARY_PERIOD steps, in the
+                    same run. So the floor is
                     the TF work any implementation of that step must do, and
                     nothing else: the hooks themselves never run.
-          'native-reads'  (hooks preset 'full' only) 'native' plus the
+          'native-reads'  (presets 'full' and 'summaries') 'native' plus the
                     re-reads of the global step that TF's StepCounterHook and
                     SummarySaverHook make on the steps where their timers may
-                    fire (REREAD_AT): TF work those hooks require, made as
+                    fire (REREADS): TF work those hooks require, made as
                     fastmts makes it (a run of the read tensor alone, in the
                     calling thread). What is left between this floor and
                     fastmts is fastmts's own dispatch and the hooks' Python
@@ -64,7 +69,7 @@ tf.get_logger().setLevel('ERROR')
 import models  # noqa: E402  (bench/models.py; bench/ is on sys.path)
 
 GRAPHS = ('trivial', 'mlp')
-HOOKS = ('stop', 'full')
+HOOKS = ('stop', 'full', 'summaries')
 IMPLS = ('stock', 'fastmts', 'fastmts-loop')
 FLOORS = ('session', 'native')
 
@@ -75,6 +80,13 @@ FLOORS = ('session', 'native')
 # its timer not yet due) and SummarySaverHook on one (traced on the trivial
 # graph: re-reads after global steps 100, 101, 100 | 200, 201, 199 | ...).
 REREAD_PERIOD, REREAD_AT = 100, (0, 1, 50)
+# The 'summaries' preset: SummarySaverHook fetches the merged summaries and
+# re-reads the step every SUMMARY_PERIOD steps; StepCounterHook as above.
+SUMMARIES, SUMMARY_PERIOD = 300, 10
+REREADS = {
+    'full': REREAD_AT,
+    'summaries': (0, 1) + tuple(range(SUMMARY_PERIOD // 2, REREAD_PERIOD, SUMMARY_PERIOD)),
+}
 
 # StopAtStepHook must never fire during a benchmark: blocks keep advancing the
 # same global step for the lifetime of the session.
@@ -177,11 +189,12 @@ class NativeFloorRunner(Runner):
         ok, reason = available('native')
         if not ok:
             raise RuntimeError(reason)
-        if rereads and hooks != 'full':
-            raise ValueError("re-reads of the global step are the 'full' preset's")
+        if rereads and hooks not in REREADS:
+            raise ValueError('no re-reads of the global step in preset %r' % hooks)
         self._loop = load_fastmts()[0].native_floor_loop
         self.hooks_name = hooks
         self._reread = None
+        self._periodic = None
         if rereads:
             self.kind = 'native-reads'
         self._mts = None
@@ -203,8 +216,11 @@ class NativeFloorRunner(Runner):
                    training_util._get_or_create_global_step_read(self.graph)]  # pylint: disable=protected-access
         if hooks == 'full':
             fetches.append(m.loss)
-            if rereads:
-                self._reread = fetches[1]
+        if hooks == 'summaries':
+            self._periodic = self.graph.get_collection(
+                tf.compat.v1.GraphKeys.SUMMARY_OP)
+        if rereads:
+            self._reread = fetches[1]
         self._fetches = fetches
 
     @property
@@ -213,12 +229,14 @@ class NativeFloorRunner(Runner):
 
     def block(self, steps):
         # The extension times its own loop (excludes the Python call).
-        if self._reread is None:
-            return float(self._loop(self._session, self._fetches, steps))
-        return float(self._loop(self._session, self._fetches, steps,
-                                reread=self._reread,
-                                reread_period=REREAD_PERIOD,
-                                reread_at=REREAD_AT))
+        kwargs = {}
+        if self._reread is not None:
+            kwargs.update(reread=self._reread, reread_period=REREAD_PERIOD,
+                          reread_at=REREADS[self.hooks_name])
+        if self._periodic:
+            kwargs.update(periodic=self._periodic,
+                          periodic_period=SUMMARY_PERIOD)
+        return float(self._loop(self._session, self._fetches, steps, **kwargs))
 
     def close(self):
         if self._mts is not None:
@@ -265,6 +283,11 @@ class MTSRunner(MonitoredBlock, Runner):
         self.hooks_name = hooks
         self.tmpdir = None
         super().__init__(graph)
+        if hooks == 'summaries':
+            with self.graph.as_default():
+                for i in range(SUMMARIES):
+                    tf.compat.v1.summary.scalar('summary_%03d' % i,
+                                                self.model.loss + i)
         if kind == 'stock':
             factory = tf.compat.v1.train.MonitoredTrainingSession
         else:
@@ -282,6 +305,11 @@ class MTSRunner(MonitoredBlock, Runner):
                     tf.compat.v1.train.LoggingTensorHook(
                         {'loss': loss}, every_n_iter=1000),
                 ]
+            if hooks == 'summaries':
+                self.tmpdir = tempfile.mkdtemp(
+                    prefix='fastmts-bench-%s-%s-' % (kind, graph))
+                kwargs.update(checkpoint_dir=self.tmpdir,
+                              save_summaries_steps=SUMMARY_PERIOD)
             self.sess = factory(hooks=hook_list, **kwargs)
 
     @property

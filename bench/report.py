@@ -35,7 +35,8 @@ def _x(x):
 def measure_graph(graph, steps, repeats, log):
     """Interleaved medians (us/step) for one graph: name -> us or None."""
     wanted = [('native', None), ('session', None)]
-    wanted += [('native', h) for h in measure.HOOKS] + [('native-reads', 'full')]
+    wanted += [('native', h) for h in measure.HOOKS]
+    wanted += [('native-reads', h) for h in measure.REREADS]
     wanted += [(kind, h) for h in measure.HOOKS for kind in measure.IMPLS]
     runners, missing = {}, {}
     try:
@@ -107,18 +108,24 @@ def table(results, samples):
 
 
 def reread_table(results, samples):
-    """The 'full' rows against the floor that also makes TF's hooks'
-    re-reads of the global step (measure.REREAD_AT)."""
-    cols = ['scenario', "floor + hooks' re-reads", 'fastmts/it', 'run_steps/it']
+    """The presets whose hooks re-read the global step, against the floor
+    that also makes those re-reads (measure.REREADS): the hooked floor."""
+    cols = ['scenario', "floor + hooks' re-reads", 'stock MTS', 'fastmts run',
+            'fastmts run_steps', 'stock/it', 'fastmts/it', 'run_steps/it',
+            'stock/fastmts']
     lines = ['| ' + ' | '.join(cols) + ' |',
              '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
     for graph, med in results.items():
         rounds = samples.get(graph, {})
-        floor = 'native-reads/full'
-        row = ['%s / full' % graph, _us(med.get(floor))] + [
-            _x(measure.paired_ratio(rounds.get(k), rounds.get(floor)))
-            for k in ('fastmts/full', 'fastmts-loop/full')]
-        lines.append('| ' + ' | '.join(row) + ' |')
+        for hooks in measure.REREADS:
+            floor, stock, fast, loop = ('%s/%s' % (kind, hooks) for kind in (
+                'native-reads', 'stock', 'fastmts', 'fastmts-loop'))
+            row = ['%s / %s' % (graph, hooks)] + [
+                _us(med.get(k)) for k in (floor, stock, fast, loop)] + [
+                _x(measure.paired_ratio(rounds.get(k), rounds.get(floor)))
+                for k in (stock, fast, loop)] + [
+                _x(measure.paired_ratio(rounds.get(stock), rounds.get(fast)))]
+            lines.append('| ' + ' | '.join(row) + ' |')
     return '\n'.join(lines)
 
 
@@ -205,20 +212,26 @@ def main(argv=None):
           "Session, and, which the ratios use, on the preset's own "
           'MonitoredTrainingSession session, of train_op with the tensors its '
           "hooks fetch every step (the global-step read tensor; 'full' also "
-          'the loss), the '
-          'hooks themselves never running. Ratios are medians of per-round '
+          "the loss; 'summaries' the merged summaries every %d steps), the "
+          'hooks themselves never running.'
+          % measure.SUMMARY_PERIOD +
+          ' Ratios are medians of per-round '
           'ratios (blocks of one round run back to back).')
     print('\nhooks: `stop` = [StopAtStepHook] only, no checkpoint_dir; '
           '`full` = checkpoint_dir + MonitoredTrainingSession defaults + '
           'StopAtStepHook, NanTensorHook(loss), '
-          'LoggingTensorHook(every_n_iter=1000).')
-    print('\nThe same `full` runs against a floor that also makes the re-reads '
-          "of the global step TF's StepCounterHook and SummarySaverHook make "
-          '(%d per %d steps, each a run of the read tensor alone in the '
-          'calling thread, as fastmts makes them): TF work those hooks '
-          "require. What remains is fastmts's dispatch and the hooks' Python "
-          "actions (TF's _log_and_record and FileWriter).\n"
-          % (len(measure.REREAD_AT), measure.REREAD_PERIOD))
+          'LoggingTensorHook(every_n_iter=1000); `summaries` = checkpoint_dir + '
+          'MonitoredTrainingSession defaults with save_summaries_steps=%d, '
+          '%d scalar summaries, StopAtStepHook.'
+          % (measure.SUMMARY_PERIOD, measure.SUMMARIES))
+    print('\nThe presets with default hooks against the hooked floor: the floor '
+          "above plus the re-reads of the global step TF's StepCounterHook and "
+          'SummarySaverHook make (%s per %d steps, each a run of the read '
+          'tensor alone in the calling thread, as fastmts makes them): TF '
+          "work those hooks require. What remains is fastmts's dispatch and "
+          "the hooks' actions (TF's Python where it runs, the event records).\n"
+          % (', '.join('%s: %d' % (h, len(at)) for h, at in measure.REREADS.items()),
+             measure.REREAD_PERIOD))
     print(reread_table(results, {g: raw[g]['samples_us'] for g in raw}))
     print('\nThe training thread\'s own CPU time per step in the same blocks '
           '(time.thread_time; TF\'s executor threads and the FileWriter\'s '

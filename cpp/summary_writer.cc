@@ -20,6 +20,9 @@ class WireReader {
       rest_.remove_prefix(1);
       value |= static_cast<uint64_t>(byte & 0x7f) << shift;
       if ((byte & 0x80) == 0) {
+        // Protobuf writes the shortest form; a longer one would not come
+        // back byte for byte.
+        if (byte == 0 && shift > 0) return false;
         *out = value;
         return true;
       }
@@ -118,49 +121,6 @@ bool is_value_field(int number, int wire_type) {
 
 constexpr int kValueTag = 1, kValueMetadata = 9;
 
-// Protobuf writes a message's fields in field-number order, which is not
-// Summary.Value's: node_name (7) comes after tag (1)... so the order to
-// check is the serializer's, by number.
-bool strip_value(std::string_view value, const std::unordered_set<std::string>& seen,
-                 std::unordered_set<std::string>* pending, std::string* out) {
-  WireReader reader(value);
-  int previous = 0;
-  std::string_view tag;
-  std::string_view metadata_field;
-  bool oneof_set = false;
-  while (!reader.done()) {
-    int number, wire_type;
-    std::string_view whole, payload;
-    if (!reader.field(&number, &wire_type, &whole, &payload)) return false;
-    if (!is_value_field(number, wire_type) || number <= previous) return false;
-    previous = number;
-    if (number >= 2 && number <= 8 && number != 7) {
-      if (oneof_set) return false;
-      oneof_set = true;
-    }
-    if (number == kValueTag) tag = payload;
-    if (number == kValueMetadata) metadata_field = whole;
-    if (number == 7 && !is_utf8(payload)) return false;
-  }
-  if (!is_utf8(tag)) return false;
-  const std::string key(tag);
-  // TF: metadata dropped once the tag was seen, else the tag marked seen
-  // (a present SummaryMetadata message is truthy whether or not it is set).
-  if (seen.count(key) || pending->count(key)) {
-    if (!metadata_field.empty()) {
-      const size_t at = static_cast<size_t>(metadata_field.data() - value.data());
-      std::string kept(value.substr(0, at));
-      kept.append(value.substr(at + metadata_field.size()));
-      *out = std::move(kept);
-      return true;
-    }
-  } else {
-    pending->insert(key);
-  }
-  out->assign(value);
-  return true;
-}
-
 void append_varint(std::string* out, uint64_t value) {
   while (value >= 0x80) {
     out->push_back(static_cast<char>((value & 0x7f) | 0x80));
@@ -169,27 +129,87 @@ void append_varint(std::string* out, uint64_t value) {
   out->push_back(static_cast<char>(value));
 }
 
-std::optional<std::string> strip_summary(std::string_view summary,
-                                         const std::unordered_set<std::string>& seen,
-                                         std::unordered_set<std::string>* pending) {
+// One Summary.Value as serialized: the whole `value` field of the Summary
+// (key and length included), its tag, and its metadata field (key and
+// length included; empty when absent).
+struct ValueField {
+  std::string_view whole, payload, tag, metadata;
+};
+
+// Checks one value is as protobuf serializes it: known fields with their
+// wire types, in field-number order (the serializer's, not the .proto's),
+// at most one of the `value` oneof, text fields in UTF-8.
+bool parse_value(std::string_view whole, std::string_view payload, ValueField* out) {
+  *out = ValueField{whole, payload, {}, {}};
+  WireReader reader(payload);
+  int previous = 0;
+  bool oneof_set = false;
+  while (!reader.done()) {
+    int number, wire_type;
+    std::string_view field, field_payload;
+    if (!reader.field(&number, &wire_type, &field, &field_payload)) return false;
+    if (!is_value_field(number, wire_type) || number <= previous) return false;
+    previous = number;
+    if (number >= 2 && number <= 8 && number != 7) {
+      if (oneof_set) return false;
+      oneof_set = true;
+    }
+    if (number == kValueTag) out->tag = field_payload;
+    if (number == kValueMetadata) out->metadata = field;
+    if (number == 7 && !is_utf8(field_payload)) return false;
+  }
+  return is_utf8(out->tag);
+}
+
+}  // namespace
+
+std::optional<std::string> SeenSummaryTags::strip_one(std::string_view summary,
+                                                      std::unordered_set<std::string>* pending,
+                                                      std::vector<std::string>* new_shapes) {
+  // Parse and check every value first; the Summary has only `value` fields.
+  std::vector<ValueField> values;
+  std::string shape;  // the tags in order, each length-prefixed
+  bool any_metadata = false;
   WireReader reader(summary);
-  std::string out;
-  out.reserve(summary.size());
-  std::string value;
   while (!reader.done()) {
     int number, wire_type;
     std::string_view whole, payload;
     if (!reader.field(&number, &wire_type, &whole, &payload)) return std::nullopt;
-    if (number != 1 || wire_type != 2) return std::nullopt;  // Summary has only `value`
-    if (!strip_value(payload, seen, pending, &value)) return std::nullopt;
-    out.push_back(0x0a);
-    append_varint(&out, value.size());
-    out.append(value);
+    if (number != 1 || wire_type != 2) return std::nullopt;
+    values.emplace_back();
+    if (!parse_value(whole, payload, &values.back())) return std::nullopt;
+    append_varint(&shape, values.back().tag.size());
+    shape.append(values.back().tag);
+    any_metadata = any_metadata || !values.back().metadata.empty();
   }
+  // The common case, a merged summary with no metadata whose tags were all
+  // marked before: nothing to drop, nothing to mark.
+  if (!any_metadata && (shape == last_known_shape_ || known_shapes_.count(shape))) {
+    if (shape != last_known_shape_) last_known_shape_ = shape;
+    return std::string(summary);
+  }
+  std::string out;
+  out.reserve(summary.size());
+  std::string key;
+  for (const ValueField& value : values) {
+    key.assign(value.tag);
+    // TF: metadata dropped once the tag was seen, else the tag marked seen
+    // (a SummaryMetadata message is truthy whether or not it is set).
+    const bool seen = tags_.count(key) || pending->count(key);
+    if (!seen) pending->insert(key);
+    if (!seen || value.metadata.empty()) {
+      out.append(value.whole);
+      continue;
+    }
+    const size_t at = static_cast<size_t>(value.metadata.data() - value.payload.data());
+    out.push_back(0x0a);
+    append_varint(&out, value.payload.size() - value.metadata.size());
+    out.append(value.payload.substr(0, at));
+    out.append(value.payload.substr(at + value.metadata.size()));
+  }
+  if (!any_metadata) new_shapes->push_back(shape);
   return out;
 }
-
-}  // namespace
 
 bool SeenSummaryTags::contains(const std::string& tag) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -210,14 +230,16 @@ std::optional<std::vector<std::string>> SeenSummaryTags::strip_repeated_metadata
     const std::vector<std::string_view>& summaries) {
   std::lock_guard<std::mutex> lock(mu_);
   std::unordered_set<std::string> pending;  // tags of the summaries before, in TF's order
+  std::vector<std::string> new_shapes;
   std::vector<std::string> out;
   out.reserve(summaries.size());
   for (std::string_view summary : summaries) {
-    std::optional<std::string> one = strip_summary(summary, tags_, &pending);
+    std::optional<std::string> one = strip_one(summary, &pending, &new_shapes);
     if (!one) return std::nullopt;
     out.push_back(std::move(*one));
   }
   tags_.insert(pending.begin(), pending.end());
+  for (std::string& shape : new_shapes) known_shapes_.insert(std::move(shape));
   return out;
 }
 

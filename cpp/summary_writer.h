@@ -36,8 +36,18 @@ class SeenSummaryTags {
       const std::vector<std::string_view>& summaries);
 
  private:
+  // One summary of strip_repeated_metadata: tags it marks go to `pending`,
+  // a tag sequence to remember as all marked to `new_shapes`.
+  std::optional<std::string> strip_one(std::string_view summary,
+                                       std::unordered_set<std::string>* pending,
+                                       std::vector<std::string>* new_shapes);
+
   mutable std::mutex mu_;
   std::unordered_set<std::string> tags_;
+  // Tag sequences (each tag length-prefixed) of summaries without metadata
+  // whose tags are all marked: such a summary again is written as it is.
+  std::unordered_set<std::string> known_shapes_;
+  std::string last_known_shape_;  // the one met last, checked before hashing
 };
 
 class SummaryWriter {

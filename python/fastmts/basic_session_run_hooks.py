@@ -265,7 +265,10 @@ class _NativeGlobalStepGated:
       finally:
         _set_tf_timer(timer, as_step, timer_last_step, timer_last_time)
 
+    # TF's code below reads TF's timer: it first catches up with the
+    # records written natively.
     def after_create_session():
+      me.hand_back()
       with _timer_handed_back(me.native, timer):
         if is_step_counter:
           hook.after_create_session(owner.tf_sess, owner.coord)
@@ -273,6 +276,7 @@ class _NativeGlobalStepGated:
           checkpoint_saver.after_create_session(hook, owner.tf_sess)
 
     def end():
+      me.hand_back()
       with _timer_handed_back(me.native, timer):
         if is_step_counter:
           hook.end(owner.tf_sess)

@@ -4,7 +4,8 @@ from fastmts import _tensorflow
 from fastmts import fetches as fetches_lib
 
 
-def native_floor_loop(tf_session, fetches, steps, reread=None, reread_period=100, reread_at=()):
+def native_floor_loop(tf_session, fetches, steps, reread=None, reread_period=100, reread_at=(),
+                      periodic=None, periodic_period=10):
   """Runs `fetches` `steps` times as bare TF_SessionRun calls in a C++ loop
   (GIL released) on a tf.compat.v1.Session; returns the elapsed seconds.
 
@@ -12,7 +13,10 @@ def native_floor_loop(tf_session, fetches, steps, reread=None, reread_period=100
   `reread_at` it also runs `reread` alone in the calling thread: the
   re-reads of the global step that TF's StepCounterHook and
   SummarySaverHook make on the steps where their timers may fire, made as
-  fastmts's native hooks make them."""
+  fastmts's native hooks make them.
+
+  With `periodic` (more fetches), every step i with i % periodic_period == 0
+  fetches them too, in the same run: SummarySaverHook's summary steps."""
   _tensorflow.check_handles(tf_session.graph)  # as runs_natively() does for the sessions
   plans = fetches_lib.PlanCache(tf_session.graph, tf_session)
   reread_plan = None
@@ -20,5 +24,13 @@ def native_floor_loop(tf_session, fetches, steps, reread=None, reread_period=100
     if not all(0 <= at < reread_period for at in reread_at):
       raise ValueError('reread_at must lie in [0, reread_period), got %r' % (reread_at,))
     reread_plan = plans.fetch_plan(reread).native
+  periodic_plan = None
+  if periodic is not None:
+    periodic_plan = plans.fetch_plan(list(_as_list(fetches)) + list(_as_list(periodic))).native
   return _native.floor_loop(tf_session, plans.fetch_plan(fetches).native, int(steps),
-                            reread_plan, int(reread_period), list(reread_at))
+                            reread_plan, int(reread_period), list(reread_at), periodic_plan,
+                            int(periodic_period))
+
+
+def _as_list(fetches):
+  return fetches if isinstance(fetches, (list, tuple)) else [fetches]
