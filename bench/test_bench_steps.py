@@ -126,9 +126,10 @@ def test_mts_steps(benchmark, runners, graph, hooks, impl):
     floor = runners('native', graph, hooks)
     if isinstance(floor, measure.Runner):
         partners['native'] = floor
-    # And for fastmts in 'full', the floor that also makes TF's hooks'
-    # re-reads of the global step (measure.REREAD_AT).
-    if hooks == 'full' and impl != 'stock':
+    # And in the presets with default hooks, the hooked floor: the floor
+    # that also makes TF's hooks' re-reads of the global step
+    # (measure.REREADS).
+    if hooks in measure.REREADS:
         reads = runners('native-reads', graph, hooks)
         if isinstance(reads, measure.Runner):
             partners['native-reads'] = reads
