@@ -1,0 +1,687 @@
+"""Event files written natively, compared record by record with stock TF.
+
+fastmts swaps the event writer of the FileWriterCache's TF FileWriter for a
+native one (event_file_writer.py) and its StepCounterHook and
+SummarySaverHook then write their records (global_step/sec, SessionLog
+START, the fetched summaries with repeated metadata stripped as TF's
+SummaryToEventTransformer does) without calling Python. Nothing of that may
+show in the files: each scenario here runs one script under
+``tf.compat.v1.train.MonitoredTrainingSession`` and under
+``fastmts.MonitoredTrainingSession``, each in a fresh directory and graph,
+and the event files must hold the same records.
+
+The comparison is strict: :func:`normalized_records` keeps each record's
+bytes, re-serialized after only what differs between two runs of TF itself
+is set aside: the wall time, the value of a '.../sec' rate, the map order
+of a GraphDef or MetaGraphDef (serialized again deterministically), and the
+run's own directory in a checkpoint path. The number of event files and
+their names (``events.out.tfevents.<secs>.<host>``) are checked too, and
+that fastmts did adopt the writer (else the comparison proves nothing).
+
+Graphs here compute their summaries from values read before the step's
+updates, and the hooks' global step read comes before the increment, so
+two runs write the same values at the same steps. TensorBoard's
+EventAccumulator, where installed, reads both directories alike too.
+
+Last, the native stripping alone against TF's SummaryToEventTransformer,
+bytes in, bytes out: random summaries, malformed bytes, and bytes protobuf
+would not write so (a summary tensor can hold any bytes; TF parses and
+serializes them again, or fails to parse them).
+"""
+import contextlib
+import os
+import random
+import re
+import socket
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from google.protobuf import message as protobuf_message
+from tensorflow.core.framework import graph_pb2
+from tensorflow.core.framework import summary_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow.core.util import event_pb2
+from tensorflow.python.summary.writer import writer as tf_writer
+from tensorflow.python.training import training_util
+
+from compat_utils import TF_IMPL, Raised, outcome, run_steps
+from hook_test_utils import tf_log
+
+try:
+  from tensorboard.backend.event_processing import event_accumulator
+  _TENSORBOARD_MISSING = None
+except ImportError as _e:
+  event_accumulator = None
+  _TENSORBOARD_MISSING = 'tensorboard is not installed (%s): no EventAccumulator to read with' % _e
+
+v1 = tf.compat.v1
+Summary = summary_pb2.Summary
+SessionLog = event_pb2.SessionLog
+
+pytestmark = pytest.mark.timeout(60)
+
+_EVENT_FILE = re.compile(r'events\.out\.tfevents\.\d{10}\.%s' % re.escape(socket.gethostname()))
+# The type of the FileWriterCache writer's event_writer, per run.
+ADOPTED = {'tf': 'EventFileWriter', 'fastmts': 'NativeEventFileWriter'}
+PLUGIN = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name='fastmts_test',
+                                                       content=b'\x01\x02'),
+    display_name='shown', summary_description='what it is')
+
+
+# ---- Reading and comparing event files ----------------------------------------------
+
+
+def event_file_names(directory):
+  """The event files of `directory`, in name order."""
+  return sorted(n for n in os.listdir(directory) if n.startswith('events.out.tfevents.'))
+
+
+def normalized_records(directory):
+  """Per event file (in name order), its records' bytes: each Event parsed
+  and serialized again with its wall_time 0, the values of '.../sec' tags 0,
+  graph_def and meta_graph_def serialized again deterministically, and a
+  checkpoint path under `directory` made relative to it. A record that is
+  not an Event as protobuf serializes it (one that does not parse, or
+  parses and serializes to other bytes) is kept as it is: TF's Python
+  writes none such, so it differs from TF's."""
+  directory = os.path.normpath(directory)
+  files = []
+  for name in event_file_names(directory):
+    records = []
+    for record in v1.io.tf_record_iterator(os.path.join(directory, name)):
+      try:
+        event = event_pb2.Event.FromString(record)
+      except protobuf_message.DecodeError:
+        event = None
+      if event is None or event.SerializeToString() != record:
+        records.append(record)
+        continue
+      event.wall_time = 0
+      if event.HasField('graph_def'):
+        event.graph_def = graph_pb2.GraphDef.FromString(event.graph_def).SerializeToString(
+            deterministic=True)
+      if event.HasField('meta_graph_def'):
+        event.meta_graph_def = meta_graph_pb2.MetaGraphDef.FromString(
+            event.meta_graph_def).SerializeToString(deterministic=True)
+      for value in event.summary.value:
+        if value.tag.endswith('/sec'):
+          value.simple_value = 0
+      path = event.session_log.checkpoint_path
+      if path.startswith(directory + os.sep):
+        event.session_log.checkpoint_path = os.path.relpath(path, directory)
+      records.append(event.SerializeToString())
+    files.append(records)
+  return files
+
+
+def _describe(record):
+  """One record as text, the graphs shortened to their sizes."""
+  try:
+    event = event_pb2.Event.FromString(record)
+  except protobuf_message.DecodeError:
+    return 'unparseable record %r' % record
+  if event.SerializeToString() != record:
+    return 'record not as protobuf writes it: %r' % record
+  for field in ('graph_def', 'meta_graph_def'):
+    if event.HasField(field):
+      setattr(event, field, b'<%d bytes>' % len(getattr(event, field)))
+  return str(event).strip().replace('\n', ' ')
+
+
+def assert_same_event_files(got_dir, want_dir):
+  """`got_dir` holds as many event files as `want_dir`, named as TF names
+  them, with the same normalized records; a difference is shown as the
+  first records that differ."""
+  names = event_file_names(got_dir), event_file_names(want_dir)
+  for name in names[0] + names[1]:
+    assert _EVENT_FILE.fullmatch(name), name
+  assert len(names[0]) == len(names[1]), names
+  got, want = normalized_records(got_dir), normalized_records(want_dir)
+  for i, (g, w) in enumerate(zip(got, want)):
+    if g == w:
+      continue
+    k = next((k for k, (a, b) in enumerate(zip(g, w)) if a != b), min(len(g), len(w)))
+    pytest.fail('event file %d: %d records, TF %d; record %d:\n  fastmts: %s\n  TF:      %s' % (
+        i, len(g), len(w), k, _describe(g[k]) if k < len(g) else '(none)',
+        _describe(w[k]) if k < len(w) else '(none)'))
+  assert got == want
+
+
+def _kinds_on_disk(directory):
+  """The kinds of the records complete on disk now ('summary:<first tag>'
+  for a summary): a record still being written ends the file's list."""
+  kinds = []
+  for name in event_file_names(directory):
+    try:
+      for event in v1.train.summary_iterator(os.path.join(directory, name)):
+        kind = event.WhichOneof('what')
+        if kind == 'summary' and event.summary.value:
+          kind += ':' + event.summary.value[0].tag
+        kinds.append(kind)
+    except (tf.errors.DataLossError, protobuf_message.DecodeError):
+      pass
+  return kinds
+
+
+# ---- Running a script twice ----------------------------------------------------------
+
+
+def _close_writers(workdir):
+  """Closes (so flushes) the FileWriterCache writers under `workdir`."""
+  for logdir, writer in list(v1.summary.FileWriterCache._cache.items()):  # pylint: disable=protected-access
+    if logdir.startswith(workdir):
+      writer.close()
+
+
+def run_both(scenario, tmp_path, fastmts):
+  """{'tf': ..., 'fastmts': ...}: each (what `scenario(impl, workdir)`
+  returned, workdir), in a fresh directory, the cache's writers closed."""
+  out = {}
+  for name, impl in (('tf', TF_IMPL), ('fastmts', fastmts)):
+    workdir = str(tmp_path / name)
+    os.mkdir(workdir)
+    try:
+      out[name] = scenario(impl, workdir), workdir
+    finally:
+      _close_writers(workdir)
+  return out
+
+
+def _writer_kind(logdir):
+  return type(v1.summary.FileWriterCache.get(logdir).event_writer).__name__
+
+
+def _graph(metadata_summaries=False):
+  """A couple of variables updated each step after their summaries read
+  them: scalars 'loss' and 'bias', histogram 'weights' (and with
+  `metadata_summaries`, text 'note' and tensor 'plugged' carrying
+  metadata). The hooks' global step read is made first, and the step waits
+  for it, so every run reads the step before its increment and a fresh read
+  runs no step. Returns (train op, that read)."""
+  gs = v1.train.get_or_create_global_step()
+  step = tf.identity(gs.read_value(), name='step')
+  v1.add_to_collection(training_util.GLOBAL_STEP_READ_KEY, step)
+  assert training_util._get_or_create_global_step_read() is step  # pylint: disable=protected-access
+  w = v1.get_variable('w', [3], initializer=v1.ones_initializer(), use_resource=True)
+  b = v1.get_variable('b', [], initializer=v1.zeros_initializer(), use_resource=True)
+  w_now = tf.identity(w.read_value(), name='w_now')
+  b_now = tf.identity(b.read_value(), name='b_now')
+  loss = tf.add(tf.reduce_sum(w_now * tf.cast(step, tf.float32)), b_now, name='total')
+  v1.summary.scalar('loss', loss)
+  v1.summary.scalar('bias', b_now)
+  v1.summary.histogram('weights', w_now)
+  if metadata_summaries:
+    v1.summary.text('note', tf.strings.as_string(step))
+    v1.summary.tensor_summary('plugged', w_now, summary_metadata=PLUGIN)
+  with tf.control_dependencies([step, loss, w_now, b_now]):
+    train = tf.group(w.assign_add([0.1, 0.2, 0.3]), b.assign_sub(0.5), gs.assign_add(1),
+                     name='train')
+  return train, step
+
+
+def _mts(impl, workdir, last_step, hooks=(), **kwargs):
+  """MonitoredTrainingSession on `workdir`: summaries every 10 steps, rates
+  every 50, checkpoints only at the start and the end, stop at last_step."""
+  options = dict(checkpoint_dir=workdir, save_summaries_steps=10, log_step_count_steps=50,
+                 save_checkpoint_secs=3600)
+  options.update(kwargs)
+  return impl.MonitoredTrainingSession(
+      hooks=[v1.train.StopAtStepHook(last_step=last_step)] + list(hooks), **options)
+
+
+def _summary(tag, value, metadata=None):
+  """A Summary of one simple value, with `metadata` if given."""
+  v = Summary.Value(tag=tag, simple_value=value)
+  if metadata is not None:
+    v.metadata.CopyFrom(metadata)
+  return Summary(value=[v])
+
+
+def _assert_adopted(results):
+  """The first thing each run returned is the type of the cache writer's
+  event_writer: TF's in TF's run, the native one in fastmts's."""
+  for name, ((kind, *_), _) in results.items():
+    assert kind == ADOPTED[name], (name, kind)
+
+
+# ---- Scenarios -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('loop', ['run', 'run_steps'])
+def test_default_hooks_write_tfs_records(tmp_path, fastmts, loop):
+  """StepCounterHook, SummarySaverHook, CheckpointSaverHook of MTS: TF's records
+  (fastmts's run_steps loop against TF's sess.run loop)."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train, _ = _graph()
+      with _mts(impl, workdir, 300) as sess:
+        sess.run(train)
+        kind = _writer_kind(workdir)
+        if loop == 'run_steps':
+          run_steps(impl, sess, train)
+        while not sess.should_stop():
+          sess.run(train)
+      return (kind,)
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert_same_event_files(results['fastmts'][1], results['tf'][1])
+  records = normalized_records(results['tf'][1])
+  assert len(records) == 1 and len(records[0]) > 35  # 30 summaries, 5 rates at least
+
+
+def test_metadata_stripped_as_tf_does(tmp_path, fastmts):
+  """Text and plugin summaries keep their metadata only at a tag's first
+  value, across two SummarySaverHooks and within one summary."""
+  dup = Summary(value=[Summary.Value(tag='dup', metadata=PLUGIN, simple_value=1.0),
+                       Summary.Value(tag='dup', metadata=PLUGIN, simple_value=2.0)])
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train, _ = _graph(metadata_summaries=True)
+      plugged_again = tf.raw_ops.TensorSummaryV2(
+          tag='plugged', tensor=tf.constant([1.0, 2.0]),
+          serialized_summary_metadata=PLUGIN.SerializeToString())
+      other = v1.train.SummarySaverHook(
+          save_steps=7, output_dir=workdir,
+          summary_op=[tf.constant(dup.SerializeToString()), plugged_again])
+      with _mts(impl, workdir, 60, hooks=[other]) as sess:
+        sess.run(train)
+        kind = _writer_kind(workdir)
+        while not sess.should_stop():
+          sess.run(train)
+      return (kind,)
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert_same_event_files(results['fastmts'][1], results['tf'][1])
+  with_metadata = [v.tag for e in v1.train.summary_iterator(os.path.join(
+      results['tf'][1], event_file_names(results['tf'][1])[0])) for v in e.summary.value
+                   if v.HasField('metadata')]
+  assert sorted(with_metadata) == ['dup', 'note', 'plugged']  # once each
+
+
+def test_user_summaries_between_the_hooks_records(tmp_path, fastmts):
+  """add_summary (proto and bytes) and add_session_log on the cache's writer
+  during training: in order with the hooks' records, stripped as in TF."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train, read = _graph(metadata_summaries=True)
+      with _mts(impl, workdir, 100) as sess:
+        writer = v1.summary.FileWriterCache.get(workdir)
+        # Before the hooks write 'plugged': theirs lose the metadata.
+        writer.add_summary(_summary('plugged', -1.0, PLUGIN).SerializeToString(), 0)
+        kind = _writer_kind(workdir)
+        while not sess.should_stop():
+          _, step = sess.run([train, read])
+          if step % 15 == 0:
+            writer.add_summary(_summary('user/x', float(step), PLUGIN), step)
+          if step == 45:  # 'note' the hooks wrote at step 1: stripped
+            writer.add_summary(_summary('note', 4.5, PLUGIN).SerializeToString(), step)
+          if step == 60:
+            writer.add_session_log(
+                SessionLog(status=SessionLog.CHECKPOINT, checkpoint_path='user/path'), step)
+      return (kind,)
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert_same_event_files(results['fastmts'][1], results['tf'][1])
+
+
+@pytest.mark.parametrize('when', ['after_training', 'during_training'])
+def test_close_and_reopen_start_a_new_file(tmp_path, fastmts, when):
+  """close() then reopen() on the cache's writer: the next records go to a
+  second file, as in TF (the seen tags carry over)."""
+
+  def reopen(writer):
+    writer.close()
+    time.sleep(1.1)  # the new file's name has the time in seconds
+    writer.reopen()
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train, read = _graph(metadata_summaries=True)
+      writer = None
+      with _mts(impl, workdir, 150) as sess:
+        writer = v1.summary.FileWriterCache.get(workdir)
+        kind = _writer_kind(workdir)
+        while not sess.should_stop():
+          _, step = sess.run([train, read])
+          if when == 'during_training' and step == 95:
+            reopen(writer)
+      if when == 'after_training':
+        reopen(writer)
+      writer.add_summary(_summary('note', 1.0, PLUGIN), 500)
+      writer.add_summary(_summary('after', 2.0, PLUGIN).SerializeToString(), 500)
+      writer.flush()
+      return kind, len(event_file_names(workdir))
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert results['tf'][0][1] == results['fastmts'][0][1] == 2
+  assert_same_event_files(results['fastmts'][1], results['tf'][1])
+
+
+def test_file_writer_subclass_is_not_adopted(tmp_path, fastmts):
+  """A FileWriter subclass given to a SummarySaverHook keeps TF's
+  EventFileWriter; its files and the cache writer's are TF's."""
+
+  class MyWriter(v1.summary.FileWriter):
+    pass
+
+  def scenario(impl, workdir):
+    own_dir = os.path.join(workdir, 'own')
+    with tf.Graph().as_default():
+      train, _ = _graph()
+      own = MyWriter(own_dir)
+      hook = v1.train.SummarySaverHook(save_steps=5, summary_writer=own,
+                                       summary_op=v1.summary.merge_all())
+      with _mts(impl, workdir, 60, hooks=[hook]) as sess:
+        sess.run(train)
+        kinds = _writer_kind(workdir), type(own.event_writer).__name__
+        while not sess.should_stop():
+          sess.run(train)
+      own.close()
+      return kinds
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert results['fastmts'][0][1] == results['tf'][0][1] == 'EventFileWriter'
+  for sub in ('', 'own'):
+    assert_same_event_files(os.path.join(results['fastmts'][1], sub),
+                            os.path.join(results['tf'][1], sub))
+
+
+@contextlib.contextmanager
+def _info_logged():
+  """TF's logger at INFO (as a user sets it) meanwhile; yields its lines."""
+  old = v1.logging.get_verbosity()
+  v1.logging.set_verbosity(v1.logging.INFO)
+  try:
+    with tf_log() as lines:
+      yield lines
+  finally:
+    v1.logging.set_verbosity(old)
+
+
+def test_rates_logged_at_info_and_recorded(tmp_path, fastmts):
+  """With INFO printed, the global_step/sec lines are TF's, as many, and the
+  records the same."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train, _ = _graph()
+      with _info_logged() as lines:
+        with _mts(impl, workdir, 300) as sess:
+          sess.run(train)
+          kind = _writer_kind(workdir)
+          while not sess.should_stop():
+            sess.run(train)
+      rates = [level for level, message in lines if message.startswith('global_step/sec: ')]
+      return kind, rates
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert results['fastmts'][0][1] == results['tf'][0][1] == ['INFO'] * 5
+  assert_same_event_files(results['fastmts'][1], results['tf'][1])
+
+
+def test_first_record_flushed_at_once(tmp_path, fastmts):
+  """During training, with no flush asked: the graph record of the cache's
+  writer and the first rate of a StepCounterHook's own fresh writer are on
+  disk, as TF's writer thread flushes its first event at once."""
+
+  def scenario(impl, workdir):
+    rates_dir = os.path.join(workdir, 'rates')
+    seen = {}
+
+    class Probe(v1.train.SessionRunHook):
+
+      def __init__(self):
+        self.runs = 0
+
+      def after_run(self, run_context, run_values):
+        self.runs += 1
+        if self.runs != 5:
+          return
+        deadline = time.time() + 10
+        while time.time() < deadline:
+          seen['graph'] = 'graph_def' in _kinds_on_disk(workdir)
+          seen['rate'] = 'summary:global_step/sec' in _kinds_on_disk(rates_dir)
+          if seen['graph'] and seen['rate']:
+            break
+          time.sleep(0.02)
+
+    with tf.Graph().as_default():
+      train, _ = _graph()
+      rates_writer = v1.summary.FileWriter(rates_dir)
+      counter = v1.train.StepCounterHook(every_n_steps=2, summary_writer=rates_writer)
+      with _mts(impl, workdir, 20, hooks=[counter, Probe()]) as sess:
+        sess.run(train)
+        kinds = _writer_kind(workdir), type(rates_writer.event_writer).__name__
+        while not sess.should_stop():
+          sess.run(train)
+      rates_writer.close()
+      return kinds + (seen,)
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert results['fastmts'][0][1] == ADOPTED['fastmts']
+  assert results['fastmts'][0][2] == results['tf'][0][2] == {'graph': True, 'rate': True}
+  for sub in ('', 'rates'):
+    assert_same_event_files(os.path.join(results['fastmts'][1], sub),
+                            os.path.join(results['tf'][1], sub))
+
+
+@pytest.mark.parametrize('summary', [
+    pytest.param(b'\n\x07\n\x00\x15\x00\x00\x80?', id='explicit_empty_tag'),
+    pytest.param(b'\n\r\n\x01oJ\x08\x12\x01d\n\x03\n\x01p', id='metadata_fields_out_of_order'),
+    pytest.param(b'\n\x08\n\x01g*\x03\xff\xff\xff', id='malformed_histo'),
+    pytest.param(b'\n\x0b\n\x01a:\x01n\x15\x00\x00\x00\x00', id='value_fields_out_of_order'),
+])
+def test_hand_made_summary_bytes(tmp_path, fastmts, summary):
+  """A summary tensor whose bytes protobuf would not write so (TF parses and
+  serializes it again, or fails to parse it): the same records, or the same
+  error, as TF."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train, _ = _graph()
+      hook = v1.train.SummarySaverHook(save_steps=2, output_dir=workdir,
+                                       summary_op=[tf.constant(summary)])
+
+      def train_a_bit():
+        with _mts(impl, workdir, 5, hooks=[hook], save_summaries_steps=None) as sess:
+          while not sess.should_stop():
+            sess.run(train)
+
+      result = outcome(train_a_bit)
+      return _writer_kind(workdir), result.type if isinstance(result, Raised) else None
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert results['fastmts'][0][1] == results['tf'][0][1]
+  assert_same_event_files(results['fastmts'][1], results['tf'][1])
+
+
+def _or_none(fn):
+  """fn(), or None if it raises KeyError (EventAccumulator's "not found")."""
+  try:
+    return fn()
+  except KeyError:
+    return None
+
+
+@pytest.mark.skipif(event_accumulator is None, reason=_TENSORBOARD_MISSING or '')
+def test_tensorboard_reads_the_same(tmp_path, fastmts):
+  """TensorBoard's EventAccumulator: the same tags, scalars (rates aside),
+  histogram and tensor steps, tensor metadata and plugin contents, and a
+  graph, in both directories."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train, _ = _graph(metadata_summaries=True)
+      with _mts(impl, workdir, 120, log_step_count_steps=20) as sess:
+        sess.run(train)
+        kind = _writer_kind(workdir)
+        while not sess.should_stop():
+          sess.run(train)
+      return (kind,)
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  read = {}
+  for name, (_, workdir) in results.items():
+    acc = event_accumulator.EventAccumulator(workdir, size_guidance={
+        event_accumulator.SCALARS: 0, event_accumulator.HISTOGRAMS: 0,
+        event_accumulator.TENSORS: 0})
+    acc.Reload()
+    tags = acc.Tags()
+    read[name] = {
+        'tags': tags,
+        'scalars': {t: [(e.step, None if t.endswith('/sec') else e.value)
+                        for e in acc.Scalars(t)] for t in tags['scalars']},
+        'histograms': {t: [e.step for e in acc.Histograms(t)] for t in tags['histograms']},
+        'tensors': {t: [e.step for e in acc.Tensors(t)] for t in tags['tensors']},
+        'graph': acc.Graph() is not None,
+        'metadata': {t: _or_none(lambda: acc.SummaryMetadata(t).SerializeToString())
+                     for t in tags['tensors']},
+        'plugins': {p: _or_none(lambda: acc.PluginTagToContent(p))
+                    for p in ('text', PLUGIN.plugin_data.plugin_name)},
+    }
+  assert read['fastmts'] == read['tf']
+  assert read['tf']['graph'] and read['tf']['tags']['graph']
+  assert sorted(read['tf']['scalars']) == ['bias', 'global_step/sec', 'loss']
+  assert len(read['tf']['scalars']['global_step/sec']) == 5
+  assert read['tf']['histograms']['weights'] == list(range(1, 120, 10))
+  assert sorted(read['tf']['tensors']) == ['note', 'plugged']
+  assert read['tf']['plugins']['fastmts_test'] == {'plugged': b'\x01\x02'}
+
+
+# ---- The native stripping alone ------------------------------------------------------
+
+
+class _Recorded:
+  """An event writer that keeps what it is given (for TF's own
+  SummaryToEventTransformer to write to)."""
+
+  def __init__(self):
+    self.events = []
+
+  def add_event(self, event):
+    self.events.append(event)
+
+
+def _tf_stripped(transformer, data):
+  """What TF's add_summary makes of the bytes `data`: the Summary's bytes in
+  the event, or the Raised record of its error."""
+  sink = transformer.event_writer
+  result = outcome(transformer.add_summary, data, 1)
+  return result if isinstance(result, Raised) else sink.events[-1].summary.SerializeToString()
+
+
+_TAGS = ['loss', 'acc/top1', '', 'ünïcödé/标签', 'plugged', 'h']
+
+
+def _random_value(rng):
+  """A Summary.Value of a random tag of _TAGS, kind and metadata (or none)."""
+  value = Summary.Value(tag=rng.choice(_TAGS))
+  kind = rng.choice(['simple_value', 'histo', 'tensor', 'image', None])
+  if kind == 'simple_value':
+    value.simple_value = rng.choice([0.0, -0.0, 1.5, rng.uniform(-1e6, 1e6)])
+  elif kind == 'histo':
+    n = rng.randint(0, 4)
+    value.histo.CopyFrom(summary_pb2.HistogramProto(
+        min=-1.0, max=rng.random(), num=n, sum=rng.random(), sum_squares=2.0,
+        bucket_limit=[rng.random() for _ in range(n)], bucket=[float(i) for i in range(n)]))
+  elif kind == 'tensor':
+    value.tensor.CopyFrom(tf.make_tensor_proto(
+        np.array([rng.random() for _ in range(rng.randint(0, 3))], np.float32)))
+  elif kind == 'image':
+    value.image.CopyFrom(Summary.Image(height=1, width=2, colorspace=3,
+                                       encoded_image_string=bytes(rng.randrange(256)
+                                                                  for _ in range(5))))
+  if rng.random() < 0.1:
+    value.node_name = 'node/é'
+  choice = rng.random()
+  if choice < 0.4:
+    value.metadata.CopyFrom(PLUGIN)
+  elif choice < 0.5:
+    value.metadata.SetInParent()  # present, empty: TF keeps it as well
+  elif choice < 0.6:
+    value.metadata.display_name = rng.choice(['', 'd'])
+  return value
+
+
+def test_native_stripping_matches_tf(fastmts):
+  """300 random summaries through SeenSummaryTags and through TF's
+  SummaryToEventTransformer: the same bytes, the same tags marked seen."""
+  rng = random.Random(27)
+  tags = fastmts._native.SeenSummaryTags()  # pylint: disable=protected-access
+  transformer = tf_writer.SummaryToEventTransformer(_Recorded())
+  seen_by_tf = transformer._seen_summary_tags  # pylint: disable=protected-access
+  stripped_some = False
+  for i in range(300):
+    summary = Summary(value=[_random_value(rng) for _ in range(rng.randint(0, 4))])
+    data = summary.SerializeToString()
+    want = _tf_stripped(transformer, data)
+    got = tags.strip_repeated_metadata(data)
+    assert got == want, (i, summary)
+    stripped_some |= got != data
+    for tag in _TAGS:
+      assert (tag in tags) == (tag in seen_by_tf), (i, tag)
+  assert stripped_some and sorted(tags.all()) == sorted(_TAGS)
+
+
+_VALID_VALUE = b'\n\x03\n\x01a'  # value {tag: "a"}
+
+
+@pytest.mark.parametrize('data', [
+    pytest.param(b'\x0a\x05ab', id='truncated_value'),
+    pytest.param(b'\x0a\x80', id='truncated_varint'),
+    pytest.param(b'\x0b', id='wire_type_3'),
+    pytest.param(_VALID_VALUE + b'\x0a\x05ab', id='valid_then_truncated'),
+    pytest.param(_VALID_VALUE + b'\x0a\x01\x0b', id='valid_then_wire_type_3'),
+    pytest.param(b'\n\x03\n\x01\xff', id='tag_not_utf8'),
+])
+def test_native_stripping_refuses_malformed_bytes(fastmts, data):
+  """Bytes TF's add_summary cannot parse: None, and no tag marked seen."""
+  tags = fastmts._native.SeenSummaryTags()  # pylint: disable=protected-access
+  want = _tf_stripped(tf_writer.SummaryToEventTransformer(_Recorded()), data)
+  assert isinstance(want, Raised) and want.type is protobuf_message.DecodeError
+  assert tags.strip_repeated_metadata(data) is None
+  assert tags.all() == []
+
+
+@pytest.mark.parametrize('data', [
+    pytest.param(b'\n\x07\n\x00\x15\x00\x00\x80?', id='explicit_empty_tag'),
+    pytest.param(b'\n\n\n\x01a\x15\x00\x00\x80?:\x00', id='explicit_empty_node_name'),
+    pytest.param(b'\n\x0b\n\x01a:\x01n\x15\x00\x00\x00\x00', id='value_fields_out_of_order'),
+    pytest.param(b'\n\x06\n\x01a\n\x01b', id='tag_twice'),
+    pytest.param(b'\n\n\n\x01a\x15\x00\x00\x80?*\x00', id='two_values_of_the_oneof'),
+    pytest.param(b'\x10\x01', id='unknown_summary_field'),
+    pytest.param(b'\n\x83\x80\x00\n\x01a', id='long_length_varint'),
+    pytest.param(b'\n\r\n\x01oJ\x08\x12\x01d\n\x03\n\x01p', id='metadata_fields_out_of_order'),
+    pytest.param(b'\n\x0e\n\x01h*\t9\x00\x00\x00\x00\x00\x00\x00\x00', id='histo_bucket_unpacked'),
+    pytest.param(b'\n\x08\n\x01g*\x03\xff\xff\xff', id='malformed_histo'),
+    pytest.param(b'\n\x08\n\x01mJ\x03\xff\xff\xff', id='malformed_metadata'),
+    pytest.param(b'\n\x08\n\x01tB\x03\xff\xff\xff', id='malformed_tensor'),
+])
+def test_native_stripping_of_bytes_protobuf_would_write_otherwise(fastmts, data):
+  """Bytes that are not as protobuf serializes them (TF parses and writes
+  them again, or fails to parse them): TF's bytes, or None (TF's Python
+  then does it), never these bytes as they are."""
+  tags = fastmts._native.SeenSummaryTags()  # pylint: disable=protected-access
+  want = _tf_stripped(tf_writer.SummaryToEventTransformer(_Recorded()), data)
+  got = tags.strip_repeated_metadata(data)
+  if isinstance(want, Raised):
+    assert got is None, 'TF raises %s; native gives %r' % (want.type.__name__, got)
+  else:
+    assert got in (None, want), 'TF writes %r; native %r' % (want, got)
+  if got is None:
+    assert tags.all() == []
