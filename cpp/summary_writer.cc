@@ -138,7 +138,9 @@ struct ValueField {
 
 // Checks one value is as protobuf serializes it: known fields with their
 // wire types, in field-number order (the serializer's, not the .proto's),
-// at most one of the `value` oneof, text fields in UTF-8.
+// at most one of the `value` oneof, text fields non-empty and in UTF-8. The
+// messages inside (histo, tensor, metadata...) are copied as they are: the
+// caller hands over only what TF's C++ serialized (summary ops' outputs).
 bool parse_value(std::string_view whole, std::string_view payload, ValueField* out) {
   *out = ValueField{whole, payload, {}, {}};
   WireReader reader(payload);
@@ -154,6 +156,8 @@ bool parse_value(std::string_view whole, std::string_view payload, ValueField* o
       if (oneof_set) return false;
       oneof_set = true;
     }
+    // proto3 writes no empty text field: an explicit one is not as written.
+    if ((number == kValueTag || number == 7) && field_payload.empty()) return false;
     if (number == kValueTag) out->tag = field_payload;
     if (number == kValueMetadata) out->metadata = field;
     if (number == 7 && !is_utf8(field_payload)) return false;

@@ -28,10 +28,12 @@ class SeenSummaryTags {
 
   // The summaries as TF's add_summary writes them one after the other: for
   // each value, in order, metadata dropped when its tag was seen before,
-  // else the tag marked seen. nullopt, with no tag marked, when one is not
-  // as protobuf would serialize it again (malformed, fields out of order or
-  // repeated, unknown fields, text that is not UTF-8): TF's own Python must
-  // parse them then.
+  // else the tag marked seen. For summaries TF's C++ serialized (what its
+  // summary ops output), the bytes Python's parse and re-serialization give.
+  // nullopt, with no tag marked, when a Summary or Value is not as protobuf
+  // serializes it (malformed, fields out of order or repeated, unknown
+  // fields, explicit empty text, text that is not UTF-8): TF's own Python
+  // must parse them then. The messages inside a value are not checked.
   std::optional<std::vector<std::string>> strip_repeated_metadata(
       const std::vector<std::string_view>& summaries);
 

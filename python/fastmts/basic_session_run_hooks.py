@@ -316,6 +316,13 @@ class _NativeGlobalStepGated:
             step is not None and step.dtype.base_dtype.is_integer)
 
 
+# The ops whose output is a Summary TF's C++ serialized (MergeSummary parses
+# its inputs and serializes them again).
+_SUMMARY_OP_TYPES = frozenset((
+    'MergeSummary', 'ScalarSummary', 'HistogramSummary', 'ImageSummary', 'AudioSummary',
+    'AudioSummaryV2', 'TensorSummary', 'TensorSummaryV2'))
+
+
 class _NativeStepScheduled:
   """SummarySaverHook and ProfilerHook: the global step is fetched and the
   schedule kept natively; on the steps where TF's hook acts (and its first
@@ -356,10 +363,6 @@ class _NativeStepScheduled:
         *_output(step), _optional_float(timer._every_secs),  # pylint: disable=protected-access
         _optional_float(timer._every_steps), self._is_summary, not self._is_summary, act,  # pylint: disable=protected-access
         lambda: hook.end(owner.tf_sess))
-    if self._is_summary:
-      native_writer = event_file_writer.summary_writer_of(hook._summary_writer)  # pylint: disable=protected-access
-      if native_writer is not None:
-        self.native.set_summary_writer(native_writer)
 
   def hand_back(self):
     # Steps without summaries move the step expected next and the timer
@@ -377,6 +380,11 @@ class _NativeStepScheduled:
       summary_op = self._hook._get_summary_op()  # pylint: disable=protected-access
       self._summary_plan = None if summary_op is None else self._owner.plans.fetch_plan(summary_op)
       self.native.set_extra(None if summary_op is None else self._summary_plan.native)
+      # Summaries a TF summary op serialized are written natively; bytes
+      # from elsewhere (a constant, a py_func) are TF's Python's to parse.
+      if all(tensor.op.type in _SUMMARY_OP_TYPES for tensor in summary_op or ()):
+        self.native.set_summary_writer(
+            event_file_writer.summary_writer_of(self._hook._summary_writer))  # pylint: disable=protected-access
 
   @staticmethod
   def accepts(hook):
