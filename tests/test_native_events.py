@@ -79,6 +79,9 @@ def event_file_names(directory):
   return sorted(n for n in os.listdir(directory) if n.startswith('events.out.tfevents.'))
 
 
+_RANDOM_SAVER_SUFFIX = re.compile(rb'_temp_[0-9a-f]{32}/part')
+
+
 def normalized_records(directory):
   """Per event file (in name order), its records' bytes: each Event parsed
   and serialized again with its wall_time 0, the values of '.../sec' tags 0,
@@ -100,12 +103,16 @@ def normalized_records(directory):
         records.append(record)
         continue
       event.wall_time = 0
+      # TF 2.0 and older name a Saver's temporary files with a random
+      # uuid, a string constant in the graph.
       if event.HasField('graph_def'):
-        event.graph_def = graph_pb2.GraphDef.FromString(event.graph_def).SerializeToString(
-            deterministic=True)
+        event.graph_def = _RANDOM_SAVER_SUFFIX.sub(
+            b'_temp_<uuid>/part', graph_pb2.GraphDef.FromString(
+                event.graph_def).SerializeToString(deterministic=True))
       if event.HasField('meta_graph_def'):
-        event.meta_graph_def = meta_graph_pb2.MetaGraphDef.FromString(
-            event.meta_graph_def).SerializeToString(deterministic=True)
+        event.meta_graph_def = _RANDOM_SAVER_SUFFIX.sub(
+            b'_temp_<uuid>/part', meta_graph_pb2.MetaGraphDef.FromString(
+                event.meta_graph_def).SerializeToString(deterministic=True))
       for value in event.summary.value:
         if value.tag.endswith('/sec'):
           value.simple_value = 0
@@ -201,7 +208,11 @@ def _graph(metadata_summaries=False):
   metadata). The hooks' global step read is made first, and the step waits
   for it, so every run reads the step before its increment and a fresh read
   runs no step. Returns (train op, that read)."""
-  gs = v1.train.get_or_create_global_step()
+  # A resource variable on every release (TF 1.15's default global step is
+  # a reference variable, whose identity may alias the incremented value).
+  gs = v1.get_variable('global_step', [], tf.int64, initializer=v1.zeros_initializer(),
+                       trainable=False, use_resource=True,
+                       collections=[v1.GraphKeys.GLOBAL_VARIABLES, v1.GraphKeys.GLOBAL_STEP])
   step = tf.identity(gs.read_value(), name='step')
   v1.add_to_collection(training_util.GLOBAL_STEP_READ_KEY, step)
   assert training_util._get_or_create_global_step_read() is step  # pylint: disable=protected-access
