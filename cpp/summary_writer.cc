@@ -1,5 +1,7 @@
 #include "summary_writer.h"
 
+#include <cstring>
+
 #include "event_file.h"
 #include "timers.h"
 
@@ -71,6 +73,11 @@ class WireReader {
 
 bool is_utf8(std::string_view s) {
   size_t i = 0;
+  // ASCII eight bytes at a time (tags nearly always are).
+  for (uint64_t word; i + 8 <= s.size(); i += 8) {
+    std::memcpy(&word, s.data() + i, sizeof(word));
+    if (word & 0x8080808080808080ull) break;
+  }
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
     size_t n;
@@ -143,6 +150,16 @@ struct ValueField {
 // caller hands over only what TF's C++ serialized (summary ops' outputs).
 bool parse_value(std::string_view whole, std::string_view payload, ValueField* out) {
   *out = ValueField{whole, payload, {}, {}};
+  // Most values of a merged summary are scalars: a tag (1), then a
+  // simple_value (2), nothing else. Read that shape directly.
+  if (payload.size() >= 8 && payload[0] == 0x0a) {
+    const auto tag_size = static_cast<unsigned char>(payload[1]);
+    if (tag_size > 0 && tag_size < 0x80 && payload.size() == 2u + tag_size + 5u &&
+        payload[2 + tag_size] == 0x15) {
+      out->tag = payload.substr(2, tag_size);
+      return is_utf8(out->tag);
+    }
+  }
   WireReader reader(payload);
   int previous = 0;
   bool oneof_set = false;
@@ -172,7 +189,9 @@ std::optional<std::string> SeenSummaryTags::strip_one(std::string_view summary,
                                                       std::vector<std::string>* new_shapes) {
   // Parse and check every value first; the Summary has only `value` fields.
   std::vector<ValueField> values;
+  values.reserve(summary.size() / 8 + 1);  // a value takes 8 bytes at least
   std::string shape;  // the tags in order, each length-prefixed
+  shape.reserve(summary.size());
   bool any_metadata = false;
   WireReader reader(summary);
   while (!reader.done()) {
