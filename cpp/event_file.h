@@ -1,24 +1,8 @@
 // Event files as TF's EventsWriter writes them, without TF's C++ API (which
 // is not part of the stable C API): TFRecord framing with masked CRC-32C,
-// Event protos serialized as protobuf serializes them, and the file's
-// life (name, first record, flush, a deleted file replaced).
-//
-// Work in progress (issue 27): not yet used by the hooks. The plan:
-// * The file itself stays TF's: TF's EventsWriter (`_pywrap_events_writer`,
-//   made by TF's EventFileWriter) creates it, names it and writes its first
-//   record (file_version, and from some release on source_metadata: what
-//   each release writes is its own), and flushes it. Native code then
-//   appends records to that file (its name from `FileName()`), so the first
-//   record is byte for byte the release's own.
-// * A native writer thread replaces the EventFileWriter's Python queue and
-//   thread for the FileWriterCache writers fastmts makes: records from the
-//   native hooks (StepCounterHook's rates, SummarySaverHook's summaries with
-//   repeated metadata dropped as SummaryToEventTransformer does, session
-//   logs) and from Python `add_event` (serialized there) share one queue, so
-//   a user's add_summary lands in order. Flush as TF's thread: the first
-//   event, then every flush_secs, and flush()/close() (flush + fsync + the
-//   "file still exists" check; a deleted file is replaced by a new one,
-//   made again by TF's EventsWriter).
+// and Event protos serialized as protobuf serializes them. The writer thread
+// that appends them is cpp/event_writer.h; the records the native hooks
+// write, cpp/summary_writer.h.
 #pragma once
 
 #include <cstdint>

@@ -318,14 +318,15 @@ bool StepScheduledHook::write_natively(StepContext& ctx, int64_t stale, bool req
       summaries.push_back(string_elements(t).at(0));
     }
   }
-  std::optional<std::vector<std::string>> stripped =
-      summary_writer_->tags()->strip_repeated_metadata(summaries);
-  if (!stripped) return false;
-  // TF's after_run from here on.
-  ctx.before_postponing(this);  // another hook's records of this step come first
+  // TF's after_run from here on: the fresh read first, so a read that
+  // fails leaves the tags unmarked, as in TF.
   const bool first = !next_step_;
   int64_t global_step = stale + 1;
   if (first || requested) global_step = read_global_step(ctx.session(), read_step_);
+  std::optional<std::vector<std::string>> stripped =
+      summary_writer_->tags()->strip_repeated_metadata(summaries);
+  if (!stripped) return false;  // TF's Python does it all (and reads again)
+  ctx.before_postponing(this);  // another hook's records of this step come first
   if (first) summary_writer_->add_session_log_start(global_step);
   if (requested) {
     timer_.update_last_triggered_step(global_step);

@@ -408,6 +408,31 @@ def test_file_writer_subclass_is_not_adopted(tmp_path, fastmts):
                             os.path.join(results['tf'][1], sub))
 
 
+def test_url_directory_keeps_tfs_writer(tmp_path, fastmts):
+  """A summary directory given as a file:// URL is TF's file systems' to
+  open: its writer keeps TF's EventFileWriter, and the records are TF's."""
+
+  def scenario(impl, workdir):
+    url = 'file://' + os.path.join(workdir, 'url')
+    with tf.Graph().as_default():
+      train, _ = _graph()
+      hook = v1.train.SummarySaverHook(save_steps=5, output_dir=url,
+                                       summary_op=v1.summary.merge_all())
+      with _mts(impl, workdir, 30, hooks=[hook]) as sess:
+        while not sess.should_stop():
+          sess.run(train)
+      kinds = _writer_kind(workdir), _writer_kind(url)
+      v1.summary.FileWriterCache.get(url).close()
+      return kinds
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert results['fastmts'][0][1] == results['tf'][0][1] == 'EventFileWriter'
+  for sub in ('', 'url'):
+    assert_same_event_files(os.path.join(results['fastmts'][1], sub),
+                            os.path.join(results['tf'][1], sub))
+
+
 @contextlib.contextmanager
 def _info_logged():
   """TF's logger at INFO (as a user sets it) meanwhile; yields its lines."""

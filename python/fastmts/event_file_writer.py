@@ -12,7 +12,7 @@ directly. The `FileWriter` object itself stays TF's, so a user's
 The file stays TF's own: TF's EventsWriter makes each file (its name and
 its release's first record); the native thread appends to it. Writers that
 are not exactly TF's (a subclass, `FileWriter(session=...)`), or that write
-to a remote file system, keep TF's Python writer.
+to a URL (gs://, file://...), keep TF's Python writer.
 """
 import atexit
 import os
@@ -53,7 +53,6 @@ class NativeEventFileWriter:
   def reopen(self):
     """After close(): the next events go to a new file, as in TF."""
     self.native.reopen()
-    _open_writers.add(self)
 
   def add_event(self, event):
     """Adds an event to the event file (dropped once closed, as TF)."""
@@ -89,8 +88,9 @@ class _SeenSummaryTags:
 
 
 def _is_local(logdir):
-  scheme = re.match(r'^([A-Za-z][A-Za-z0-9+.-]*)://', logdir)
-  return scheme is None or scheme.group(1) == 'file'
+  # A plain path: the native thread opens it itself. Anything with a scheme
+  # (file:// included) is TF's file systems' to open.
+  return re.match(r'^[A-Za-z][A-Za-z0-9+.-]*://', logdir) is None
 
 
 def _event_file_suffix(prefix, filename):
