@@ -80,11 +80,9 @@ void EventWriter::flush() {
 void EventWriter::close() {
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return;
-  // As TF: flush, then end the thread; a failure closes the writer and is
-  // raised once more.
-  const uint64_t id = ++flush_requested_;
+  // As TF: flush, then end the thread (the stop closes the file, which
+  // flushes it); a failure closes the writer and is raised once more.
   if (!failed_) {
-    queue_.push_back(Item{Kind::kFlush, {}, id});
     queue_.push_back(Item{Kind::kStop});
     queued_.notify_one();
   }

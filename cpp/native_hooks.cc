@@ -184,7 +184,7 @@ void GlobalStepGatedHook::set_summary_writer(std::shared_ptr<SummaryWriter> writ
 bool GlobalStepGatedHook::write_rate(const StepRate& rate) {
   // TF divides the step count by the seconds (a zero time is TF's to
   // handle) and protobuf rounds the rate to a float.
-  if (!summary_writer_ || !summary_writer_->open() || !(rate.elapsed_secs > 0)) return false;
+  if (!(rate.elapsed_secs > 0)) return false;
   const double per_sec = static_cast<double>(rate.elapsed_steps) / rate.elapsed_secs;
   summary_writer_->add_simple_value(summary_tag_, static_cast<float>(per_sec), rate.global_step);
   return true;

@@ -169,7 +169,7 @@ class GlobalStepGatedHook : public Hook {
 
  private:
   void count_step_rate(const StepContext& ctx, int64_t global_step);
-  // Writes the record natively; false when TF's Python must.
+  // Writes the record to the open native writer; false when TF's Python must.
   bool write_rate(const StepRate& rate);
 
   PlanPtr read_step_;

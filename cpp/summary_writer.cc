@@ -266,13 +266,6 @@ std::optional<std::vector<std::string>> SeenSummaryTags::strip_repeated_metadata
   return out;
 }
 
-bool SummaryWriter::add_summaries(const std::vector<std::string_view>& summaries, int64_t step) {
-  std::optional<std::vector<std::string>> stripped = tags_->strip_repeated_metadata(summaries);
-  if (!stripped) return false;
-  add_stripped_summaries(*stripped, step);
-  return true;
-}
-
 void SummaryWriter::add_stripped_summaries(const std::vector<std::string>& summaries,
                                            int64_t step) {
   for (const std::string& summary : summaries)  // TF's _add_event: each at its own time

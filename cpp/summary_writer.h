@@ -61,10 +61,8 @@ class SummaryWriter {
   // (it warns that the writer is closed and drops the record).
   bool open() const { return !events_->closed(); }
 
-  // Each returns false, having written nothing, when TF's Python must
-  // write the record instead (see strip_repeated_metadata).
-  bool add_summaries(const std::vector<std::string_view>& summaries, int64_t step);
-  // Summaries already through tags()->strip_repeated_metadata.
+  // Summaries already through tags()->strip_repeated_metadata (which says
+  // when TF's Python must write them instead).
   void add_stripped_summaries(const std::vector<std::string>& summaries, int64_t step);
   void add_simple_value(std::string_view tag, float value, int64_t step);
   void add_session_log_start(int64_t step);

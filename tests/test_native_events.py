@@ -201,6 +201,19 @@ def _writer_kind(logdir):
   return type(v1.summary.FileWriterCache.get(logdir).event_writer).__name__
 
 
+def _train_to_stop(impl, sess, train, workdir, loop='run'):
+  """One step (by then the hooks took the cache writer over, or not), then
+  steps until the session stops: first by run_steps when `loop` says so,
+  then by sess.run. Returns the cache writer's kind after the first step."""
+  sess.run(train)
+  kind = _writer_kind(workdir)
+  if loop == 'run_steps':
+    run_steps(impl, sess, train)
+  while not sess.should_stop():
+    sess.run(train)
+  return kind
+
+
 def _graph(metadata_summaries=False):
   """A couple of variables updated each step after their summaries read
   them: scalars 'loss' and 'bias', histogram 'weights' (and with
@@ -270,12 +283,7 @@ def test_default_hooks_write_tfs_records(tmp_path, fastmts, loop):
     with tf.Graph().as_default():
       train, _ = _graph()
       with _mts(impl, workdir, 300) as sess:
-        sess.run(train)
-        kind = _writer_kind(workdir)
-        if loop == 'run_steps':
-          run_steps(impl, sess, train)
-        while not sess.should_stop():
-          sess.run(train)
+        kind = _train_to_stop(impl, sess, train, workdir, loop)
       return (kind,)
 
   results = run_both(scenario, tmp_path, fastmts)
@@ -301,10 +309,7 @@ def test_metadata_stripped_as_tf_does(tmp_path, fastmts):
           save_steps=7, output_dir=workdir,
           summary_op=[tf.constant(dup.SerializeToString()), plugged_again])
       with _mts(impl, workdir, 60, hooks=[other]) as sess:
-        sess.run(train)
-        kind = _writer_kind(workdir)
-        while not sess.should_stop():
-          sess.run(train)
+        kind = _train_to_stop(impl, sess, train, workdir)
       return (kind,)
 
   results = run_both(scenario, tmp_path, fastmts)
@@ -454,10 +459,7 @@ def test_rates_logged_at_info_and_recorded(tmp_path, fastmts):
       train, _ = _graph()
       with _info_logged() as lines:
         with _mts(impl, workdir, 300) as sess:
-          sess.run(train)
-          kind = _writer_kind(workdir)
-          while not sess.should_stop():
-            sess.run(train)
+          kind = _train_to_stop(impl, sess, train, workdir)
       rates = [level for level, message in lines if message.startswith('global_step/sec: ')]
       return kind, rates
 
@@ -563,10 +565,7 @@ def test_tensorboard_reads_the_same(tmp_path, fastmts):
     with tf.Graph().as_default():
       train, _ = _graph(metadata_summaries=True)
       with _mts(impl, workdir, 120, log_step_count_steps=20) as sess:
-        sess.run(train)
-        kind = _writer_kind(workdir)
-        while not sess.should_stop():
-          sess.run(train)
+        kind = _train_to_stop(impl, sess, train, workdir)
       return (kind,)
 
   results = run_both(scenario, tmp_path, fastmts)
