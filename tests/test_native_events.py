@@ -715,3 +715,58 @@ def test_native_stripping_of_bytes_protobuf_would_write_otherwise(fastmts, data)
     assert got in (None, want), 'TF writes %r; native %r' % (want, got)
   if got is None:
     assert tags.all() == []
+
+
+# ---- The native writer's failures ------------------------------------------------------
+
+
+def _event(step):
+  return event_pb2.Event(step=step, file_version='x').SerializeToString()
+
+
+def test_writer_that_cannot_make_its_file_fails_every_later_call(tmp_path, fastmts):
+  """A file that cannot be made (TF's EventsWriter raising) fails the
+  writer: the flush waiting for it raises, and so does every later call,
+  as TF's EventFileWriter re-raises its thread's failure; close too."""
+
+  def create_file():
+    raise OSError('no room for ' + str(tmp_path))
+
+  writer = fastmts._native.EventWriter('', 10, 120.0, 0.0, create_file)  # pylint: disable=protected-access
+  assert writer.add(_event(1))
+  with pytest.raises(RuntimeError, match='no room for'):
+    writer.flush()
+  with pytest.raises(RuntimeError, match='no room for'):
+    writer.add(_event(2))
+  with pytest.raises(RuntimeError, match='no room for'):
+    writer.close()
+  assert writer.closed
+  assert not writer.add(_event(3))  # closed: dropped, as TF's closed writer drops it
+
+
+def test_writer_whose_file_cannot_be_opened_fails(tmp_path, fastmts):
+  """A file name in a directory that is gone: the open fails and is raised,
+  with the name, at the next flush."""
+  missing = str(tmp_path / 'gone' / 'events.out.tfevents.0000000000.host')
+  writer = fastmts._native.EventWriter(missing, 10, 120.0, 0.0, lambda: missing)  # pylint: disable=protected-access
+  writer.add(_event(1))
+  with pytest.raises(RuntimeError, match='Could not open events file .*gone'):
+    writer.flush()
+  with pytest.raises(RuntimeError):
+    writer.close()
+
+
+def test_deleted_file_is_reported_and_writing_goes_on(tmp_path, fastmts, capfd):
+  """The file deleted under the writer: as TF's EventsWriter, the flush says
+  so on stderr and raises nothing; the writer goes on."""
+  name = str(tmp_path / 'events.out.tfevents.0000000000.host')
+  open(name, 'wb').close()
+  writer = fastmts._native.EventWriter(name, 10, 120.0, 0.0, lambda: name)  # pylint: disable=protected-access
+  writer.add(_event(1))
+  writer.flush()
+  os.remove(name)
+  writer.add(_event(2))
+  writer.flush()
+  assert 'The events file %s has disappeared.' % name in capfd.readouterr().err
+  writer.close()
+  assert writer.closed
