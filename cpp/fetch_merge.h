@@ -61,6 +61,20 @@ class MergedFetchCache {
   std::vector<Entry> entries_;  // most recently used first
 };
 
+// A one-entry memo in front of a MergedFetchCache, for one thread at a time
+// (a step's scratch, HookedSession): a step that asks for the same plans as
+// the step before finds its merge with no lock taken and no count moved.
+class MergedFetchMemo {
+ public:
+  template <typename PartyFn>
+  const MergedFetches& get(MergedFetchCache& cache, size_t n, PartyFn&& party);
+
+ private:
+  std::vector<PlanPtr> plans_;  // kept alive, so their addresses stay theirs
+  std::vector<char> keeps_;
+  std::shared_ptr<const MergedFetches> merged_;
+};
+
 // The feeds of the parties that feed anything, merged in order.
 class FeedMerger {
  public:
@@ -103,6 +117,27 @@ std::shared_ptr<const MergedFetches> MergedFetchCache::get(size_t n, PartyFn&& p
   if (entries_.size() == kEntries) entries_.pop_back();
   entries_.insert(entries_.begin(), std::move(entry));
   return entries_[0].merged;
+}
+
+template <typename PartyFn>
+const MergedFetches& MergedFetchMemo::get(MergedFetchCache& cache, size_t n, PartyFn&& party) {
+  if (merged_ && plans_.size() == n) {
+    size_t i = 0;
+    for (; i < n; ++i) {
+      PartyFetches p = party(i);
+      if (p.plan != plans_[i] || p.keeps_values != static_cast<bool>(keeps_[i])) break;
+    }
+    if (i == n) return *merged_;
+  }
+  merged_ = cache.get(n, party);
+  plans_.clear();
+  keeps_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    PartyFetches p = party(i);
+    plans_.push_back(p.plan);
+    keeps_.push_back(p.keeps_values);
+  }
+  return *merged_;
 }
 
 }  // namespace fastmts

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "callback_hooks.h"
@@ -107,6 +108,12 @@ std::function<bool()> info_logged_by(py::object logger) {
   };
 }
 
+// A native hook's timer as TF's timer keeps it: (last step or None, time).
+template <typename NativeHook>
+std::tuple<py::object, double> timer_state_of(const NativeHook& hook) {
+  return {optional_step(hook.timer().last_step()), hook.timer().last_time()};
+}
+
 // `act(stale_step, next_step, requested, extra, run_metadata) -> next step
 // or None`: SummarySaverHook's and ProfilerHook's actions.
 std::shared_ptr<StepScheduledHook> make_step_scheduled_hook(
@@ -161,6 +168,11 @@ void register_hooks(py::module_& m) {
       .def(py::init(&make_logging_tensor_hook), py::arg("tensors"), py::arg("every_secs"),
            py::arg("every_steps"), py::arg("never"), py::arg("log"), py::arg("on_end"))
       .def_property_readonly("iter_count", &LoggingTensorHook::iter_count)
+      .def_property_readonly("timer_state", &timer_state_of<LoggingTensorHook>)
+      .def(
+          "set_quiet_unless_logged_by",
+          [](LoggingTensorHook& h, py::object logger) { h.set_quiet_unless(info_logged_by(logger)); },
+          py::arg("logger"))
       .def("adopt_timer", &LoggingTensorHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));
 
@@ -174,11 +186,7 @@ void register_hooks(py::module_& m) {
            py::arg("on_written") = py::none())
       .def_property_readonly("last_step",
                              [](const GlobalStepGatedHook& h) { return optional_step(h.last_step()); })
-      .def_property_readonly("timer_state",
-                             [](const GlobalStepGatedHook& h) {
-                               return py::make_tuple(optional_step(h.timer().last_step()),
-                                                     h.timer().last_time());
-                             })
+      .def_property_readonly("timer_state", &timer_state_of<GlobalStepGatedHook>)
       .def(
           "set_summary_writer",
           [](GlobalStepGatedHook& h, std::shared_ptr<SummaryWriter> writer, std::string tag,
@@ -196,11 +204,7 @@ void register_hooks(py::module_& m) {
       .def("set_extra", &StepScheduledHook::set_extra, py::arg("plan"))
       .def("set_summary_writer", &StepScheduledHook::set_summary_writer, py::arg("writer"))
       .def_property_readonly("next_step", &StepScheduledHook::next_step)
-      .def_property_readonly("timer_state",
-                             [](const StepScheduledHook& h) {
-                               return py::make_tuple(optional_step(h.timer().last_step()),
-                                                     h.timer().last_time());
-                             })
+      .def_property_readonly("timer_state", &timer_state_of<StepScheduledHook>)
       .def("adopt_timer", &StepScheduledHook::adopt_timer, py::arg("last_step"),
            py::arg("last_time"));
 

@@ -98,7 +98,7 @@ int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& con
       if (should_end()) break;
     }
     void* user_data = control.begin_step ? control.begin_step() : nullptr;
-    *last = run_on(runner, caller, false, user_data, control.may_defer);
+    run_on(runner, caller, false, user_data, control.may_defer, last);
     ++done;
     if (control.end_step) control.end_step(user_data);
   }
@@ -106,19 +106,46 @@ int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& con
 }
 
 RunResult HookedSession::run(const RunRequest& caller, bool want_metadata, void* user_data) {
-  return run_on(runner_, caller, want_metadata, user_data);
+  RunResult result;
+  run_on(runner_, caller, want_metadata, user_data, false, &result);
+  return result;
 }
 
-RunResult HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller,
-                                bool want_metadata, void* user_data, bool may_defer) {
+namespace {
+// A step's scratch, handed back to its pool emptied when the step ends,
+// also by an exception: no hook's request or fetched value outlives it.
+class ScratchLease {
+ public:
+  ScratchLease(StepScratchPool& pool, size_t hooks) : pool_(pool), scratch_(pool.take()) {
+    scratch_->requests.resize(hooks);
+  }
+  ~ScratchLease() {
+    for (RunRequest& r : scratch_->requests) r.clear();
+    scratch_->merged.outputs.clear();
+    scratch_->merged.run_metadata.clear();
+    pool_.give_back(std::move(scratch_));
+  }
+  StepScratch& operator*() { return *scratch_; }
+
+ private:
+  StepScratchPool& pool_;
+  std::unique_ptr<StepScratch> scratch_;
+};
+}  // namespace
+
+void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller,
+                           bool want_metadata, void* user_data, bool may_defer,
+                           RunResult* result) {
   if (stop_requested()) throw StoppedError("Run called even after should_stop requested.");
   StepContext ctx(runner, user_data, may_defer ? &postponed_ : nullptr);
   HookCosts* costs = costs_.get();
   const size_t n = hooks_.size();
+  ScratchLease lease(scratches_, n);
+  StepScratch& scratch = *lease;
 
   // Hooks are asked in order; as in TF, a feed conflict stops the round at
   // the hook that causes it.
-  std::vector<RunRequest> requests(n);
+  std::vector<RunRequest>& requests = scratch.requests;
   bool asked = false;                   // did any hook ask for anything?
   std::unique_ptr<FeedMerger> feeds;    // only when some hook feeds
   const std::string* options = &caller.run_options;
@@ -141,15 +168,17 @@ RunResult HookedSession::run_on(const SessionRunner& runner, const RunRequest& c
     options = &traced_options;
   }
 
-  RunResult merged;
-  std::shared_ptr<const MergedFetches> fetches;
+  // The common fast path, where only the caller asks for anything, runs
+  // straight into `result`; otherwise the merged run's values are the
+  // scratch's and the caller's own are picked out at the end.
+  RunResult& merged = asked ? scratch.merged : *result;
+  const MergedFetches* fetches = nullptr;
   timed(costs ? &costs->run_seconds : nullptr, [&] {
     if (!asked) {
-      // The common fast path: only the caller asks for anything.
-      merged = runner.run(caller, want_metadata);
+      runner.run(caller, want_metadata, result);
       return;
     }
-    fetches = merged_fetches_.get(n + 1, [&](size_t i) {
+    fetches = &scratch.merge.get(merged_fetches_, n + 1, [&](size_t i) {
       return i < n ? PartyFetches{requests[i].plan, hooks_[i]->keeps_values(requests[i])}
                    : PartyFetches{caller.plan, true};
     });
@@ -180,9 +209,12 @@ RunResult HookedSession::run_on(const SessionRunner& runner, const RunRequest& c
   ++steps_run_;
   if (ctx.stop_requested()) request_stop();
 
-  if (fetches && caller.plan)
-    merged.outputs = Fetched(merged.outputs, fetches->where[n]).to_vector();
-  return merged;
+  if (asked) {
+    result->outputs.clear();
+    if (caller.plan)
+      for (size_t i : fetches->where[n]) result->outputs.push_back(merged.outputs[i]);
+    result->run_metadata.swap(merged.run_metadata);
+  }
 }
 
 }  // namespace fastmts

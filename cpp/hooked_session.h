@@ -149,6 +149,38 @@ struct LoopControl {
   bool may_defer = false;
 };
 
+// What a step needs besides the hooks themselves: their requests, the merged
+// run's results, the merge of the last step's plans. Kept from step to step
+// (StepScratchPool) so that a training step allocates nothing of its own.
+struct StepScratch {
+  std::vector<RunRequest> requests;  // one per hook, cleared after each step
+  RunResult merged;                  // emptied after each step
+  MergedFetchMemo merge;
+};
+
+// Scratches for the steps of one session: one spare, kept between steps.
+// Several threads may step one session at once (and a hook's Python code
+// may step it again from inside a step); whoever finds no spare makes one.
+class StepScratchPool {
+ public:
+  StepScratchPool() = default;
+  StepScratchPool(const StepScratchPool&) = delete;
+  StepScratchPool& operator=(const StepScratchPool&) = delete;
+  ~StepScratchPool() { delete spare_.load(); }
+
+  std::unique_ptr<StepScratch> take() {
+    StepScratch* spare = spare_.exchange(nullptr, std::memory_order_acquire);
+    return spare ? std::unique_ptr<StepScratch>(spare) : std::make_unique<StepScratch>();
+  }
+  // `scratch` must be emptied (its requests cleared, its results dropped).
+  void give_back(std::unique_ptr<StepScratch> scratch) {
+    delete spare_.exchange(scratch.release(), std::memory_order_acq_rel);
+  }
+
+ private:
+  std::atomic<StepScratch*> spare_{nullptr};
+};
+
 class HookedSession {
  public:
   explicit HookedSession(std::vector<HookPtr> hooks) : hooks_(std::move(hooks)) {}
@@ -167,7 +199,8 @@ class HookedSession {
 
   // Steps until a hook requests stop, the coordinator stops, max_steps
   // steps ran, or an error (thrown as by run). Returns the number of steps
-  // run by this call; `last` gets the last step's result.
+  // run by this call; `last` gets the last step's result (its buffers are
+  // reused from step to step).
   int64_t run_loop(const RunRequest& caller, const LoopControl& control, RunResult* last);
 
   // Steps run since construction, failed ones excluded (recovery counts the
@@ -193,13 +226,15 @@ class HookedSession {
   const std::vector<HookPtr>& hooks() const { return hooks_; }
 
  private:
-  // One step on `runner` (the attached session, with or without the guard).
-  RunResult run_on(const SessionRunner& runner, const RunRequest& caller, bool want_metadata,
-                   void* user_data, bool may_defer = false);
+  // One step on `runner` (the attached session, with or without the guard),
+  // its result into `result`.
+  void run_on(const SessionRunner& runner, const RunRequest& caller, bool want_metadata,
+              void* user_data, bool may_defer, RunResult* result);
 
   std::vector<HookPtr> hooks_;
   PostponedWork postponed_;
   MergedFetchCache merged_fetches_;
+  StepScratchPool scratches_;
   SessionRunner runner_{nullptr};
   std::atomic<bool> stop_requested_{false};
   int64_t steps_run_ = 0;

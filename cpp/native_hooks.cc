@@ -100,7 +100,12 @@ void LoggingTensorHook::before_run(StepContext&, RunRequest& request) {
 
 void LoggingTensorHook::after_run(StepContext&, const RunRequest&,
                                   const Fetched* outputs, const std::string&) {
-  if (outputs) log_(iter_, outputs->to_vector());  // the tensors were asked for: this step logs
+  if (outputs) {  // the tensors were asked for: this step logs
+    if (info_logged_ && !info_logged_())
+      timer_.update_last_triggered_step(iter_);  // all TF's _log_tensors would change
+    else
+      log_(iter_, outputs->to_vector());
+  }
   ++iter_;
 }
 

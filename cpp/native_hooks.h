@@ -64,6 +64,12 @@ class NanTensorHook : public Hook {
 // _log_tensors, which also moves TF's timer: the caller hands that timer's
 // state back through adopt_timer, even when logging raises).
 // `on_end` is TF's own end (it logs once more with at_end).
+//
+// With `set_quiet_unless(info_logged)` (TF's default formatting, which has
+// no effect but the line and the timer), a firing step on which TF's logger
+// would not print INFO only moves the timer, natively: the tensors are still
+// fetched, as TF fetches them, but no Python runs and nothing is formatted.
+// The caller brings TF's timer up to timer() before TF's code reads it.
 class LoggingTensorHook : public Hook {
  public:
   using LogFn = std::function<void(int64_t iter, const std::vector<SharedTensor>& values)>;
@@ -72,6 +78,8 @@ class LoggingTensorHook : public Hook {
   }
   LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, LogFn log,
                     std::function<void()> on_end);
+  void set_quiet_unless(std::function<bool()> info_logged) { info_logged_ = std::move(info_logged); }
+  const SecondOrStepTimer& timer() const { return timer_; }
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
@@ -85,6 +93,7 @@ class LoggingTensorHook : public Hook {
   SecondOrStepTimer timer_;
   LogFn log_;
   std::function<void()> on_end_;
+  std::function<bool()> info_logged_;  // empty: every firing step logs
   int64_t iter_ = 0;
 };
 

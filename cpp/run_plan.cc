@@ -19,6 +19,7 @@ void SessionRunner::run(const std::vector<TF_Output>& inputs,
                         const std::string& run_options, bool want_metadata,
                         RunResult* result, const std::vector<char>* must_own) const {
   result->outputs.clear();
+  result->run_metadata.clear();
   // As TF's Session.run: nothing to fetch or run means no run at all.
   if (fetches.empty() && targets.empty()) return;
   // A borrowed view of the options: TF only reads it during the call.
@@ -48,17 +49,21 @@ void SessionRunner::run(const std::vector<TF_Output>& inputs,
 }
 
 RunResult SessionRunner::run(const RunRequest& request, bool want_metadata) const {
+  RunResult result;
+  run(request, want_metadata, &result);
+  return result;
+}
+
+void SessionRunner::run(const RunRequest& request, bool want_metadata, RunResult* result) const {
   static const std::vector<TF_Output> kNoOutputs;
   static const std::vector<TF_Operation*> kNoTargets;
   std::vector<TF_Tensor*> values;
   values.reserve(request.feed_values.size());
   for (const auto& v : request.feed_values) values.push_back(v.get());
   const std::vector<TF_Output>& inputs = request.feed_plan ? request.feed_plan->keys : kNoOutputs;
-  RunResult result;
   run(inputs, values, request.plan ? request.plan->fetches : kNoOutputs,
       request.plan ? request.plan->targets : kNoTargets, request.run_options, want_metadata,
-      &result);
-  return result;
+      result);
 }
 
 }  // namespace fastmts

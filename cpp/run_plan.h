@@ -45,6 +45,16 @@ struct RunRequest {
   // the core): a hook decides in before_run and acts in after_run, and two
   // threads may run steps on one session at once.
   std::shared_ptr<const void> hook_state;
+
+  // Back to empty, keeping its buffers (a step's requests are reused).
+  void clear() {
+    plan.reset();
+    feed_plan.reset();
+    feed_values.clear();
+    run_options.clear();
+    full_trace = false;
+    hook_state.reset();
+  }
 };
 
 // RunOptions{inter_op_thread_pool: -1}, serialized: run in the calling
@@ -89,6 +99,8 @@ class SessionRunner {
 
   // A plain run of one request, as hooks' own session.run() calls do.
   RunResult run(const RunRequest& request, bool want_metadata = false) const;
+  // The same into `result`, whose buffers are reused.
+  void run(const RunRequest& request, bool want_metadata, RunResult* result) const;
 
   TF_Session* session() const { return session_; }
 

@@ -43,6 +43,7 @@ from tensorflow.core.framework import graph_pb2
 from tensorflow.core.framework import summary_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.core.util import event_pb2
+from tensorflow.python.summary.writer import event_file_writer as tf_event_file_writer
 from tensorflow.python.summary.writer import writer as tf_writer
 from tensorflow.python.training import training_util
 
@@ -756,17 +757,27 @@ def test_writer_whose_file_cannot_be_opened_fails(tmp_path, fastmts):
     writer.close()
 
 
-def test_deleted_file_is_reported_and_writing_goes_on(tmp_path, fastmts, capfd):
-  """The file deleted under the writer: as TF's EventsWriter, the flush says
-  so on stderr and raises nothing; the writer goes on."""
-  name = str(tmp_path / 'events.out.tfevents.0000000000.host')
-  open(name, 'wb').close()
-  writer = fastmts._native.EventWriter(name, 10, 120.0, 0.0, lambda: name)  # pylint: disable=protected-access
-  writer.add(_event(1))
-  writer.flush()
-  os.remove(name)
-  writer.add(_event(2))
-  writer.flush()
-  assert 'The events file %s has disappeared.' % name in capfd.readouterr().err
-  writer.close()
-  assert writer.closed
+def test_deleted_file_is_not_reported_and_writing_goes_on(tmp_path, fastmts, capfd):
+  """The file deleted under the writer: TF's writer (its Python thread and
+  EventsWriter) and the native one both go on writing to the deleted file,
+  and neither says nor raises anything."""
+
+  def deleted_under(writer_of, directory):
+    os.makedirs(directory)
+    writer = writer_of(directory)
+    writer.add_event(event_pb2.Event(step=1))
+    writer.flush()
+    for name in os.listdir(directory):
+      os.remove(os.path.join(directory, name))
+    writer.add_event(event_pb2.Event(step=2))
+    writer.flush()
+    writer.close()
+    return os.listdir(directory), capfd.readouterr().err
+
+  tf_dir, native_dir = str(tmp_path / 'tf'), str(tmp_path / 'native')
+  tf_outcome = deleted_under(tf_event_file_writer.EventFileWriter, tf_dir)
+  native_outcome = deleted_under(
+      lambda d: fastmts.event_file_writer._adopt(tf_event_file_writer.EventFileWriter(d)),  # pylint: disable=protected-access
+      native_dir)
+  assert tf_outcome == ([], '')
+  assert native_outcome == tf_outcome

@@ -8,6 +8,9 @@ own graph and returns what a user can observe: run results, exceptions,
 written; ``check`` (conftest.py) runs it on TF and fastmts and compares.
 """
 
+import logging
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -352,6 +355,51 @@ def test_logging_tensor_hook_reused_in_two_sessions(check):
       [STEPS_10[:4], STEPS_10[:5]],
       CREATED + [('INFO', 'step = 0'), ('INFO', 'step = 3 (x.xxx sec)')] +
       CREATED + [('INFO', 'step = 0'), ('INFO', 'step = 3 (x.xxx sec)')]))
+
+
+@pytest.mark.parametrize('formatter', [None, 'formatter'])
+def test_logging_tensor_hook_while_info_is_not_logged(check, monkeypatch, formatter):
+  """Steps that fire while TF's logger drops INFO still move the hook's
+  timer (fastmts does it natively, without formatting the line): once INFO
+  is logged again, the elapsed time is since the last firing step, and the
+  hook object's timer and count are TF's. A formatter is called on every
+  firing step, logged or not, as TF calls it."""
+
+  def scenario(impl, workdir):
+    del workdir
+    logger = logging.getLogger('tensorflow')
+    clock = [1000.0]
+    monkeypatch.setattr(time, 'time', lambda: clock[0])
+    formatted = []
+
+    def format_values(values):
+      formatted.append(int(values['step']))
+      return 'step is %d' % values['step']
+
+    with tf.Graph().as_default(), tf_log(exact=True) as lines:
+      step, _, train = step_graph()
+      hook = v1.train.LoggingTensorHook(
+          {'step': step}, every_n_iter=2, at_end=True,
+          formatter=format_values if formatter else None)
+      results = []
+      with impl.MonitoredSession(hooks=[hook]) as sess:
+        for i in range(10):
+          logger.setLevel(logging.WARNING if i < 5 else logging.INFO)
+          results.append(sess.run(train))
+          clock[0] += 1.5
+      timer = hook._timer  # pylint: disable=protected-access
+      state = (hook._iter_count, timer._last_triggered_step,  # pylint: disable=protected-access
+               timer._last_triggered_time)  # pylint: disable=protected-access
+    return results, lines, state, formatted
+
+  if formatter:
+    logged = [('INFO', 'step is %d' % s) for s in (6, 8, 10)]
+  else:
+    logged = [('INFO', 'step = 6 (3.000 sec)'), ('INFO', 'step = 8 (3.000 sec)'),
+              ('INFO', 'step = 10 (3.000 sec)')]
+  check(scenario, expected=(
+      STEPS_10, CREATED + logged, (10, 10, 1015.0),
+      [0, 2, 4, 6, 8, 10] if formatter else []))
 
 
 # ---------------------------------------------------------------------------

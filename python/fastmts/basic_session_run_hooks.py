@@ -178,7 +178,9 @@ class _NativeNanTensor:
 
 class _NativeLoggingTensor:
   """Native trigger decisions for LoggingTensorHook; logging itself is TF's
-  own _log_tensors on the hook object, so lines and formats are TF's."""
+  own _log_tensors on the hook object, so lines and formats are TF's. With
+  TF's default formatting, a firing step whose line TF's logger would not
+  print only moves the timer, natively (see native_hooks.h)."""
 
   def __init__(self, hook, owner):
     plan = fetches_lib.PlanCache(ops.get_default_graph(), None).fetch_plan(
@@ -190,17 +192,31 @@ class _NativeLoggingTensor:
 
     def log(iter_count, values):
       hook._iter_count = iter_count  # pylint: disable=protected-access
+      me.catch_up_timer()  # steps that did not log moved the native timer only
       with _timer_handed_back(me.native, timer):
         hook._log_tensors(plan.build(values))  # pylint: disable=protected-access
 
-    self._hook = hook
+    self._hook, self._owner = hook, owner
     self.native = _native.LoggingTensorHook(
         plan.native, None if never else _optional_float(timer._every_secs),  # pylint: disable=protected-access
         None if never else _optional_float(timer._every_steps), never, log,  # pylint: disable=protected-access
-        lambda: hook.end(owner.tf_sess))  # TF's own: logs once more when at_end
+        me.end)
+    # A formatter is the user's code, and may do more than format.
+    if hook._formatter is None and '_log_tensors' not in vars(hook):  # pylint: disable=protected-access
+      self.native.set_quiet_unless_logged_by(logging.get_logger())
+
+  def end(self):
+    self.catch_up_timer()
+    self._hook.end(self._owner.tf_sess)  # TF's own: logs once more when at_end
+
+  def catch_up_timer(self):
+    timer_step, timer_time = self.native.timer_state
+    if timer_step is not None:
+      _set_tf_timer(self._hook._timer, int, timer_step, timer_time)  # pylint: disable=protected-access
 
   def hand_back(self):
     self._hook._iter_count = self.native.iter_count  # pylint: disable=protected-access
+    self.catch_up_timer()
 
   @staticmethod
   def accepts(hook):
