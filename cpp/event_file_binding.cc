@@ -4,6 +4,7 @@
 
 #include <pybind11/stl.h>
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,26 +27,43 @@ std::string_view view_of(const py::bytes& b) {
 }
 
 // A native EventWriter whose files TF's EventsWriter makes through
-// `create_file() -> str`, called on the writer thread with the GIL taken. A
-// Python failure there becomes the writer's own, its message kept, so no
-// Python object outlives the GIL held.
+// `create_file() -> str`, and whose failures `report_failure(message)`
+// (None: not reported) logs as TF's writer thread does; both are called on
+// the writer thread with the GIL taken. A Python failure in create_file
+// becomes the writer's own, its message kept, so no Python object outlives
+// the GIL held.
 std::shared_ptr<EventWriter> make_event_writer(std::string filename, size_t max_queue,
                                                double flush_secs, double next_flush_time,
-                                               py::function create_file) {
-  PyObject* callback = create_file.release().ptr();  // owned by the deleter below
-  EventWriter::CreateFile create = [callback]() -> std::string {
+                                               py::function create_file, bool raise_failures,
+                                               py::object report_failure) {
+  // Owned by the deleter below.
+  PyObject* create_callback = create_file.release().ptr();
+  PyObject* report_callback = report_failure.is_none() ? nullptr : report_failure.release().ptr();
+  EventWriter::CreateFile create = [create_callback]() -> std::string {
     py::gil_scoped_acquire gil;
     if (Py_IsFinalizing()) throw EventWriterError("the interpreter is shutting down");
     try {
-      return py::reinterpret_borrow<py::function>(callback)().cast<std::string>();
+      return py::reinterpret_borrow<py::function>(create_callback)().cast<std::string>();
     } catch (py::error_already_set& e) {
       throw EventWriterError(e.what());
     }
   };
+  EventFileFailures failures;
+  failures.raised = raise_failures;
+  if (report_callback != nullptr)
+    failures.report = [report_callback](const std::string& message) {
+      py::gil_scoped_acquire gil;
+      if (Py_IsFinalizing()) return;
+      try {
+        py::reinterpret_borrow<py::function>(report_callback)(message);
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("fastmts: reporting an event file failure");
+      }
+    };
   return std::shared_ptr<EventWriter>(
       new EventWriter(std::move(filename), max_queue, flush_secs, next_flush_time,
-                      std::move(create)),
-      [callback](EventWriter* writer) {
+                      std::move(create), std::move(failures)),
+      [create_callback, report_callback](EventWriter* writer) {
         // Closing joins the thread, which may wait for the GIL to make a file.
         if (PyGILState_Check()) {
           py::gil_scoped_release released;
@@ -54,16 +72,37 @@ std::shared_ptr<EventWriter> make_event_writer(std::string filename, size_t max_
           delete writer;
         }
         py::gil_scoped_acquire gil;
-        Py_DECREF(callback);
+        Py_DECREF(create_callback);
+        Py_XDECREF(report_callback);
       });
+}
+
+// EventWriterError as the exception TF 2.x raises for that failure.
+void raise_as_tf(const EventWriterError& e) {
+  PyObject* type = PyExc_RuntimeError;
+  switch (e.kind()) {
+    case EventWriterError::Kind::kValue: type = PyExc_ValueError; break;
+    case EventWriterError::Kind::kIndex: type = PyExc_IndexError; break;
+    case EventWriterError::Kind::kNotImplemented: type = PyExc_NotImplementedError; break;
+    case EventWriterError::Kind::kRuntime: break;
+  }
+  PyErr_SetString(type, e.what());
 }
 
 }  // namespace
 
 void register_event_file(py::module_& m) {
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const EventWriterError& e) {
+      raise_as_tf(e);
+    }
+  });
   py::class_<EventWriter, std::shared_ptr<EventWriter>>(m, "EventWriter")
       .def(py::init(&make_event_writer), py::arg("filename"), py::arg("max_queue"),
-           py::arg("flush_secs"), py::arg("next_flush_time"), py::arg("create_file"))
+           py::arg("flush_secs"), py::arg("next_flush_time"), py::arg("create_file"),
+           py::arg("raise_failures") = true, py::arg("report_failure") = py::none())
       .def(
           "add",
           [](EventWriter& w, const py::bytes& event) {

@@ -22,13 +22,42 @@ std::string os_error(const std::string& what, const std::string& filename) {
   return what + " " + filename + ": " + std::strerror(errno);
 }
 
+// The Python exception TF 2.x's EventsWriter raises for a file system error:
+// TF maps errno to a status code, and its Python binding maps three codes to
+// their own exceptions (see EventWriterError::Kind).
+EventWriterError::Kind kind_of_errno(int err) {
+  switch (err) {
+    case EINVAL: case ENAMETOOLONG: case E2BIG: case EDESTADDRREQ: case EDOM: case EFAULT:
+    case EILSEQ: case ENOPROTOOPT: case ENOSTR: case ENOTSOCK: case ENOTTY: case EPROTOTYPE:
+    case ESPIPE:
+      return EventWriterError::Kind::kValue;  // INVALID_ARGUMENT
+    case EFBIG: case EOVERFLOW: case ERANGE:
+      return EventWriterError::Kind::kIndex;  // OUT_OF_RANGE
+    case ENOSYS: case ENOTSUP: case EAFNOSUPPORT: case EPFNOSUPPORT: case EPROTONOSUPPORT:
+    case ESOCKTNOSUPPORT: case EXDEV:
+      return EventWriterError::Kind::kNotImplemented;  // UNIMPLEMENTED
+    default:
+      return EventWriterError::Kind::kRuntime;
+  }
+}
+
+// A failed file operation as TF's status reads: the file system's error
+// for the file, then what was being done (`context`, may be empty).
+EventWriterError file_error(const std::string& filename, int err, const std::string& context) {
+  std::string message = filename + "; " + std::strerror(err);
+  if (!context.empty()) message += "\n\t" + context;
+  return EventWriterError(message, kind_of_errno(err));
+}
+
 }  // namespace
 
 EventWriter::EventWriter(std::string filename, size_t max_queue, double flush_secs,
-                         double next_flush_time, CreateFile create_file)
+                         double next_flush_time, CreateFile create_file,
+                         EventFileFailures failures)
     : max_queue_(max_queue),
       flush_secs_(flush_secs),
       create_file_(std::move(create_file)),
+      failures_(std::move(failures)),
       filename_(std::move(filename)),
       next_flush_time_(next_flush_time) {
   start_thread();
@@ -47,8 +76,11 @@ EventWriter::~EventWriter() {
 
 void EventWriter::start_thread() { thread_ = std::thread([this] { run(); }); }
 
-void EventWriter::throw_if_failed() const {
-  if (failed_) throw EventWriterError(failure_);
+void EventWriter::throw_if_failed() {
+  if (!failed_) return;
+  failed_ = false;
+  closed_ = true;  // TF's writer closes itself when it raises the failure
+  throw EventWriterError(failure_, failure_kind_);
 }
 
 void EventWriter::push(Item item, bool wait_for_room, std::unique_lock<std::mutex>& lock) {
@@ -79,7 +111,7 @@ void EventWriter::close() {
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return;
   // As TF: flush, then end the thread (the stop closes the file, which
-  // flushes it); a failure closes the writer and is raised once more.
+  // flushes it); a failure not raised yet is raised now.
   if (!failed_) {
     queue_.push_back(Item{Kind::kStop});
     queued_.notify_one();
@@ -143,18 +175,32 @@ void EventWriter::run() {
         next_flush_time_ = now + flush_secs_;
       }
     }
+  } catch (const EventWriterError& e) {
+    fail(e);
   } catch (const std::exception& e) {
-    // As TF's thread: it ends, waiting callers wake, the failure is kept
-    // for the next caller, and the file is closed.
-    if (file_ != nullptr) std::fclose(file_);
-    file_ = nullptr;
-    std::lock_guard<std::mutex> lock(mu_);
-    failed_ = true;
-    failure_ = e.what();
-    queue_.clear();
-    dequeued_.notify_all();
-    flushed_.notify_all();
+    fail(EventWriterError(e.what()));
   }
+}
+
+void EventWriter::fail(const EventWriterError& error) {
+  // As TF's thread: it logs the error and ends, waiting callers wake, the
+  // failure is kept for the next caller, and the file is closed.
+  if (failures_.report) {
+    try {
+      failures_.report(error.what());
+    } catch (...) {
+      // The failure itself is what the next caller learns.
+    }
+  }
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  failed_ = true;
+  failure_ = error.what();
+  failure_kind_ = error.kind();
+  queue_.clear();
+  dequeued_.notify_all();
+  flushed_.notify_all();
 }
 
 void EventWriter::write(const std::string& event) {
@@ -180,15 +226,24 @@ void EventWriter::write(const std::string& event) {
 
 void EventWriter::flush_file() {
   if (outstanding_ == 0 || file_ == nullptr) return;
-  const std::string name = filename();
-  if (std::fflush(file_) != 0 || std::ferror(file_) != 0 || ::fsync(::fileno(file_)) != 0)
-    throw EventWriterError(os_error("Failed to flush " + std::to_string(outstanding_) +
-                                        " events to",
-                                    name));
-  // A file deleted meanwhile is not looked for: TF's EventsWriter says
-  // nothing of it either (1.15 returns a status Python drops; 2.x does not
-  // check) and goes on writing to the deleted file.
-  outstanding_ = 0;
+  // As TF's EventsWriter: the buffered records written out, then synced.
+  // A file deleted meanwhile is not looked for: TF says nothing of it
+  // either, and goes on writing to the deleted file.
+  const char* failed_to = nullptr;
+  if (std::fflush(file_) != 0)
+    failed_to = "flush";
+  else if (::fsync(::fileno(file_)) != 0)
+    failed_to = "sync";
+  if (failed_to == nullptr) {
+    outstanding_ = 0;
+    return;
+  }
+  const int err = errno;
+  std::clearerr(file_);
+  if (!failures_.raised) return;  // the records stay outstanding, as in TF
+  throw file_error(filename(), err,
+                   std::string("Failed to ") + failed_to + " " + std::to_string(outstanding_) +
+                       " events to " + filename());
 }
 
 void EventWriter::close_file() {
@@ -196,8 +251,7 @@ void EventWriter::close_file() {
   flush_file();
   std::FILE* file = file_;
   file_ = nullptr;
-  if (std::fclose(file) != 0)
-    throw EventWriterError(os_error("Error when closing previous event file:", filename()));
+  if (std::fclose(file) != 0 && failures_.raised) throw file_error(filename(), errno, "");
 }
 
 }  // namespace fastmts

@@ -26,11 +26,30 @@
 namespace fastmts {
 
 // The writer thread failed (a file that cannot be created, written or
-// flushed); every later add/flush/close raises it again, as TF's
-// EventFileWriter re-raises its thread's failure.
+// flushed). The next add/flush/close raises it, and the writer is closed
+// from then on, as TF's EventFileWriter does with its thread's failure.
 class EventWriterError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  // The Python exception TF 2.x raises for a failed EventsWriter call: by
+  // the status code the file system's errno maps to (INVALID_ARGUMENT is a
+  // ValueError, OUT_OF_RANGE an IndexError, UNIMPLEMENTED a
+  // NotImplementedError, any other a RuntimeError).
+  enum class Kind { kRuntime, kValue, kIndex, kNotImplemented };
+  explicit EventWriterError(const std::string& what, Kind kind = Kind::kRuntime)
+      : std::runtime_error(what), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+// What a failed flush, sync or close of the event file does, as in the TF
+// release whose EventsWriter made the file: TF 2.x's raises (its writer
+// thread logs the error with `report` and ends); 1.15's and 2.0's return a
+// status their Python drops, and writing goes on.
+struct EventFileFailures {
+  bool raised = true;
+  std::function<void(const std::string& message)> report;  // may be empty
 };
 
 class EventWriter {
@@ -44,7 +63,8 @@ class EventWriter {
   // event written is flushed at the latest (0: at once, as TF's new thread).
   // `max_queue` bounds the events waiting for a caller that waits for room.
   EventWriter(std::string filename, size_t max_queue, double flush_secs,
-              double next_flush_time, CreateFile create_file);
+              double next_flush_time, CreateFile create_file,
+              EventFileFailures failures = {});
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
@@ -74,15 +94,18 @@ class EventWriter {
   void start_thread();
   void run();
   void push(Item item, bool wait_for_room, std::unique_lock<std::mutex>& lock);
-  void throw_if_failed() const;  // mu_ held
+  // Raises the thread's failure once; the writer is closed from then on.
+  void throw_if_failed();  // mu_ held
   // Writer thread only:
   void write(const std::string& event);
   void flush_file();
   void close_file();
+  void fail(const EventWriterError& error);
 
   const size_t max_queue_;
   const double flush_secs_;
   const CreateFile create_file_;
+  const EventFileFailures failures_;
 
   mutable std::mutex mu_;
   std::condition_variable queued_, dequeued_, flushed_;
@@ -90,6 +113,7 @@ class EventWriter {
   bool closed_ = false;
   bool failed_ = false;
   std::string failure_;
+  EventWriterError::Kind failure_kind_ = EventWriterError::Kind::kRuntime;
   uint64_t flush_requested_ = 0, flush_done_ = 0;
   std::string filename_;  // guarded by mu_ for readers; written by the thread
   std::thread thread_;

@@ -200,7 +200,7 @@ class _NativeLoggingTensor:
     self.native = _native.LoggingTensorHook(
         plan.native, None if never else _optional_float(timer._every_secs),  # pylint: disable=protected-access
         None if never else _optional_float(timer._every_steps), never, log,  # pylint: disable=protected-access
-        me.end)
+        lambda: me.end())  # pylint: disable=unnecessary-lambda  (me.end would keep self)
     # A formatter is the user's code, and may do more than format.
     if hook._formatter is None and '_log_tensors' not in vars(hook):  # pylint: disable=protected-access
       self.native.set_quiet_unless_logged_by(logging.get_logger())

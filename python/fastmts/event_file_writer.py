@@ -21,6 +21,7 @@ import socket
 import weakref
 
 from tensorflow.core.framework import summary_pb2
+from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.summary.writer import event_file_writer as _tf_event_file_writer
 from tensorflow.python.summary.writer import writer as _tf_writer
 
@@ -150,6 +151,10 @@ def _adopt(event_writer):
   if suffix is None:
     return None
   next_flush_time = getattr(worker, '_next_event_flush_time', 0)
+  # TF 2.x's EventsWriter raises what its Flush fails with, and TF's writer
+  # thread logs it; 1.15's and 2.0's return a status (their Flush returns
+  # one even here, with nothing to flush) that TF's Python drops.
+  failures_raised = ev_writer.Flush() is None
   writer_type = type(ev_writer)
   event_writer.close()
 
@@ -161,9 +166,16 @@ def _adopt(event_writer):
     made.Close()
     return name.decode() if isinstance(name, bytes) else name
 
-  native = _native.EventWriter(filename, int(max_queue), float(flush_secs),
-                               float(next_flush_time), create_file)
+  native = _native.EventWriter(
+      filename, int(max_queue), float(flush_secs), float(next_flush_time), create_file,
+      raise_failures=failures_raised,
+      report_failure=_log_writer_failure if failures_raised else None)
   return NativeEventFileWriter(event_writer.get_logdir(), native)
+
+
+def _log_writer_failure(message):
+  # TF's _EventLoggerThread, as it dies of its EventsWriter's error.
+  logging.error('EventFileWriter writer thread error: %s', message)
 
 
 @atexit.register
