@@ -77,7 +77,7 @@ std::shared_ptr<EventWriter> make_event_writer(std::string filename, size_t max_
       });
 }
 
-// EventWriterError as the exception TF 2.x raises for that failure.
+// EventWriterError as the exception TF (2.2 on) raises for that failure.
 void raise_as_tf(const EventWriterError& e) {
   PyObject* type = PyExc_RuntimeError;
   switch (e.kind()) {

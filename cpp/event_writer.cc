@@ -22,7 +22,7 @@ std::string os_error(const std::string& what, const std::string& filename) {
   return what + " " + filename + ": " + std::strerror(errno);
 }
 
-// The Python exception TF 2.x's EventsWriter raises for a file system error:
+// The Python exception TF's EventsWriter (2.2 on) raises for a file system error:
 // TF maps errno to a status code, and its Python binding maps three codes to
 // their own exceptions (see EventWriterError::Kind).
 EventWriterError::Kind kind_of_errno(int err) {

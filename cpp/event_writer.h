@@ -30,7 +30,7 @@ namespace fastmts {
 // from then on, as TF's EventFileWriter does with its thread's failure.
 class EventWriterError : public std::runtime_error {
  public:
-  // The Python exception TF 2.x raises for a failed EventsWriter call: by
+  // The Python exception TF (2.2 on) raises for a failed EventsWriter call: by
   // the status code the file system's errno maps to (INVALID_ARGUMENT is a
   // ValueError, OUT_OF_RANGE an IndexError, UNIMPLEMENTED a
   // NotImplementedError, any other a RuntimeError).
@@ -44,9 +44,9 @@ class EventWriterError : public std::runtime_error {
 };
 
 // What a failed flush, sync or close of the event file does, as in the TF
-// release whose EventsWriter made the file: TF 2.x's raises (its writer
-// thread logs the error with `report` and ends); 1.15's and 2.0's return a
-// status their Python drops, and writing goes on.
+// release whose EventsWriter made the file: from TF 2.2 it raises (TF's
+// writer thread logs the error, here `report`, and ends); before, it returns
+// a status TF's Python drops, and writing goes on.
 struct EventFileFailures {
   bool raised = true;
   std::function<void(const std::string& message)> report;  // may be empty

@@ -151,9 +151,9 @@ def _adopt(event_writer):
   if suffix is None:
     return None
   next_flush_time = getattr(worker, '_next_event_flush_time', 0)
-  # TF 2.x's EventsWriter raises what its Flush fails with, and TF's writer
-  # thread logs it; 1.15's and 2.0's return a status (their Flush returns
-  # one even here, with nothing to flush) that TF's Python drops.
+  # From TF 2.2 the EventsWriter raises what its Flush fails with, and TF's
+  # writer thread logs it; before, it returns a status (its Flush returns one
+  # even here, with nothing to flush) that TF's Python drops.
   failures_raised = ev_writer.Flush() is None
   writer_type = type(ev_writer)
   event_writer.close()
