@@ -241,9 +241,10 @@ void EventWriter::flush_file() {
   const int err = errno;
   std::clearerr(file_);
   if (!failures_.raised) return;  // the records stay outstanding, as in TF
-  throw file_error(filename(), err,
+  const std::string name = filename();
+  throw file_error(name, err,
                    std::string("Failed to ") + failed_to + " " + std::to_string(outstanding_) +
-                       " events to " + filename());
+                       " events to " + name);
 }
 
 void EventWriter::close_file() {

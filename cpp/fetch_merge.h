@@ -43,22 +43,29 @@ struct MergedFetches {
 
 MergedFetches merge_fetches(const std::vector<PartyFetches>& parties);
 
+// A merge with the plan combination it was made for.
+struct MergeEntry {
+  std::vector<PlanPtr> plans;  // kept alive, so their addresses stay theirs
+  std::vector<char> keeps;
+  std::shared_ptr<const MergedFetches> merged;
+
+  // Whether `n` parties, `party(i)` giving each one's PartyFetches, ask
+  // for exactly this combination.
+  template <typename PartyFn>
+  bool matches(size_t n, PartyFn& party) const;
+};
+
 // The merges of the last few plan combinations. Thread-safe.
 class MergedFetchCache {
  public:
   // The merge for `n` parties, `party(i)` giving each one's PartyFetches.
   template <typename PartyFn>
-  std::shared_ptr<const MergedFetches> get(size_t n, PartyFn&& party);
+  MergeEntry get(size_t n, PartyFn&& party);
 
  private:
-  struct Entry {
-    std::vector<PlanPtr> plans;  // kept alive, so their addresses stay theirs
-    std::vector<char> keeps;
-    std::shared_ptr<const MergedFetches> merged;
-  };
   static constexpr size_t kEntries = 8;
   std::mutex mu_;
-  std::vector<Entry> entries_;  // most recently used first
+  std::vector<MergeEntry> entries_;  // most recently used first
 };
 
 // A one-entry memo in front of a MergedFetchCache, for one thread at a time
@@ -67,12 +74,13 @@ class MergedFetchCache {
 class MergedFetchMemo {
  public:
   template <typename PartyFn>
-  const MergedFetches& get(MergedFetchCache& cache, size_t n, PartyFn&& party);
+  const MergedFetches& get(MergedFetchCache& cache, size_t n, PartyFn&& party) {
+    if (!last_.merged || !last_.matches(n, party)) last_ = cache.get(n, party);
+    return *last_.merged;
+  }
 
  private:
-  std::vector<PlanPtr> plans_;  // kept alive, so their addresses stay theirs
-  std::vector<char> keeps_;
-  std::shared_ptr<const MergedFetches> merged_;
+  MergeEntry last_;
 };
 
 // The feeds of the parties that feed anything, merged in order.
@@ -91,21 +99,24 @@ class FeedMerger {
 };
 
 template <typename PartyFn>
-std::shared_ptr<const MergedFetches> MergedFetchCache::get(size_t n, PartyFn&& party) {
+bool MergeEntry::matches(size_t n, PartyFn& party) const {
+  if (plans.size() != n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    PartyFetches p = party(i);
+    if (p.plan != plans[i] || p.keeps_values != static_cast<bool>(keeps[i])) return false;
+  }
+  return true;
+}
+
+template <typename PartyFn>
+MergeEntry MergedFetchCache::get(size_t n, PartyFn&& party) {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t e = 0; e < entries_.size(); ++e) {
-    Entry& entry = entries_[e];
-    if (entry.plans.size() != n) continue;
-    size_t i = 0;
-    for (; i < n; ++i) {
-      PartyFetches p = party(i);
-      if (p.plan != entry.plans[i] || p.keeps_values != static_cast<bool>(entry.keeps[i])) break;
-    }
-    if (i < n) continue;
+    if (!entries_[e].matches(n, party)) continue;
     if (e) std::swap(entries_[0], entries_[e]);
-    return entries_[0].merged;
+    return entries_[0];
   }
-  Entry entry;
+  MergeEntry entry;
   std::vector<PartyFetches> parties;
   parties.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -115,29 +126,8 @@ std::shared_ptr<const MergedFetches> MergedFetchCache::get(size_t n, PartyFn&& p
   }
   entry.merged = std::make_shared<const MergedFetches>(merge_fetches(parties));
   if (entries_.size() == kEntries) entries_.pop_back();
-  entries_.insert(entries_.begin(), std::move(entry));
-  return entries_[0].merged;
-}
-
-template <typename PartyFn>
-const MergedFetches& MergedFetchMemo::get(MergedFetchCache& cache, size_t n, PartyFn&& party) {
-  if (merged_ && plans_.size() == n) {
-    size_t i = 0;
-    for (; i < n; ++i) {
-      PartyFetches p = party(i);
-      if (p.plan != plans_[i] || p.keeps_values != static_cast<bool>(keeps_[i])) break;
-    }
-    if (i == n) return *merged_;
-  }
-  merged_ = cache.get(n, party);
-  plans_.clear();
-  keeps_.clear();
-  for (size_t i = 0; i < n; ++i) {
-    PartyFetches p = party(i);
-    plans_.push_back(p.plan);
-    keeps_.push_back(p.keeps_values);
-  }
-  return *merged_;
+  entries_.insert(entries_.begin(), entry);
+  return entry;
 }
 
 }  // namespace fastmts

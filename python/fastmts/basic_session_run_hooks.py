@@ -124,6 +124,13 @@ def _set_tf_timer(timer, as_step, last_step, last_time):
   timer._last_triggered_time = last_time  # pylint: disable=protected-access
 
 
+def _catch_up_tf_timer(timer, native, as_step):
+  """TF's timer where the native hook `native` moved it, once it fired."""
+  last_step, last_time = native.timer_state
+  if last_step is not None:
+    _set_tf_timer(timer, as_step, last_step, last_time)
+
+
 def _output(tensor):
   return tensor.op._c_op, tensor.value_index  # pylint: disable=protected-access
 
@@ -210,9 +217,7 @@ class _NativeLoggingTensor:
     self._hook.end(self._owner.tf_sess)  # TF's own: logs once more when at_end
 
   def catch_up_timer(self):
-    timer_step, timer_time = self.native.timer_state
-    if timer_step is not None:
-      _set_tf_timer(self._hook._timer, int, timer_step, timer_time)  # pylint: disable=protected-access
+    _catch_up_tf_timer(self._hook._timer, self.native, int)  # pylint: disable=protected-access
 
   def hand_back(self):
     self._hook._iter_count = self.native.iter_count  # pylint: disable=protected-access
@@ -321,9 +326,7 @@ class _NativeGlobalStepGated:
     if self._is_step_counter:
       last_step = self.native.last_step
       self._hook._last_global_step = None if last_step is None else self._as_step(last_step)  # pylint: disable=protected-access
-      timer_step, timer_time = self.native.timer_state
-      if timer_step is not None:
-        _set_tf_timer(self._hook._timer, self._as_step, timer_step, timer_time)  # pylint: disable=protected-access
+      _catch_up_tf_timer(self._hook._timer, self.native, self._as_step)  # pylint: disable=protected-access
 
   @staticmethod
   def accepts(hook):
@@ -386,9 +389,7 @@ class _NativeStepScheduled:
     next_step = self.native.next_step
     as_step = self._hook._global_step_tensor.dtype.as_numpy_dtype  # pylint: disable=protected-access
     self._hook._next_step = None if next_step is None else as_step(next_step)  # pylint: disable=protected-access
-    last_step, last_time = self.native.timer_state
-    if last_step is not None:
-      _set_tf_timer(self._hook._timer, as_step, last_step, last_time)  # pylint: disable=protected-access
+    _catch_up_tf_timer(self._hook._timer, self.native, as_step)  # pylint: disable=protected-access
 
   def after_attach(self):
     # The Scaffold's summary op exists once the session is created.
