@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,7 +28,7 @@ std::string_view view_of(const py::bytes& b) {
 }
 
 // A native EventWriter whose files TF's EventsWriter makes through
-// `create_file() -> str`, and whose failures `report_failure(message)`
+// `create_file() -> str` (None: no file could be made, and TF's line said so), and whose failures `report_failure(message)`
 // (None: not reported) logs as TF's writer thread does; both are called on
 // the writer thread with the GIL taken. A Python failure in create_file
 // becomes the writer's own, its message kept, so no Python object outlives
@@ -39,11 +40,13 @@ std::shared_ptr<EventWriter> make_event_writer(std::string filename, size_t max_
   // Owned by the deleter below.
   PyObject* create_callback = create_file.release().ptr();
   PyObject* report_callback = report_failure.is_none() ? nullptr : report_failure.release().ptr();
-  EventWriter::CreateFile create = [create_callback]() -> std::string {
+  EventWriter::CreateFile create = [create_callback]() -> std::optional<std::string> {
     py::gil_scoped_acquire gil;
     if (Py_IsFinalizing()) throw EventWriterError("the interpreter is shutting down");
     try {
-      return py::reinterpret_borrow<py::function>(create_callback)().cast<std::string>();
+      py::object made = py::reinterpret_borrow<py::function>(create_callback)();
+      if (made.is_none()) return std::nullopt;
+      return made.cast<std::string>();
     } catch (py::error_already_set& e) {
       throw EventWriterError(e.what());
     }
@@ -75,6 +78,20 @@ std::shared_ptr<EventWriter> make_event_writer(std::string filename, size_t max_
         Py_DECREF(create_callback);
         Py_XDECREF(report_callback);
       });
+}
+
+// The Event field `what` names, or ValueError.
+EventWhat event_what(int what) {
+  switch (static_cast<EventWhat>(what)) {
+    case EventWhat::kFileVersion:
+    case EventWhat::kGraphDef:
+    case EventWhat::kSummary:
+    case EventWhat::kSessionLog:
+    case EventWhat::kTaggedRunMetadata:
+    case EventWhat::kMetaGraphDef:
+      return static_cast<EventWhat>(what);
+  }
+  throw py::value_error("not a field of Event's `what`: " + std::to_string(what));
 }
 
 // EventWriterError as the exception TF (2.2 on) raises for that failure.
@@ -134,6 +151,16 @@ void register_event_file(py::module_& m) {
   py::class_<SummaryWriter, std::shared_ptr<SummaryWriter>>(m, "SummaryWriter")
       .def(py::init<std::shared_ptr<EventWriter>, std::shared_ptr<SeenSummaryTags>>(),
            py::arg("events"), py::arg("tags"))
+      .def(
+          "add_serialized",
+          [](SummaryWriter& w, int what, const py::bytes& payload, int64_t step) {
+            const EventWhat field = event_what(what);
+            // The bytes object is immutable and held by the caller.
+            std::string_view bytes = view_of(payload);
+            py::gil_scoped_release released;
+            return w.add_serialized(field, bytes, step);
+          },
+          py::arg("what"), py::arg("payload"), py::arg("step") = 0)
       .def_property_readonly("events", &SummaryWriter::events)
       .def_property_readonly("tags", &SummaryWriter::tags);
 
@@ -144,20 +171,7 @@ void register_event_file(py::module_& m) {
   m.def(
       "event_bytes",
       [](double wall_time, int64_t step, int what, const py::bytes& payload) {
-        switch (static_cast<EventWhat>(what)) {
-          case EventWhat::kFileVersion:
-          case EventWhat::kGraphDef:
-          case EventWhat::kSummary:
-          case EventWhat::kSessionLog:
-          case EventWhat::kTaggedRunMetadata:
-          case EventWhat::kMetaGraphDef:
-            break;
-          default:
-            throw py::value_error("event_bytes: not a field of Event's `what`: " +
-                                  std::to_string(what));
-        }
-        return py::bytes(event_bytes(wall_time, step, static_cast<EventWhat>(what),
-                                     view_of(payload)));
+        return py::bytes(event_bytes(wall_time, step, event_what(what), view_of(payload)));
       },
       py::arg("wall_time"), py::arg("step"), py::arg("what"), py::arg("payload"));
   m.def(

@@ -211,7 +211,10 @@ void EventWriter::write(const std::string& event) {
       name = filename_;
     }
     if (name.empty()) {
-      name = create_file_();
+      std::optional<std::string> made = create_file_();
+      // As TF's EventsWriter: the event is dropped, the next one tries again.
+      if (!made) return;
+      name = std::move(*made);
       std::lock_guard<std::mutex> lock(mu_);
       filename_ = name;
     }

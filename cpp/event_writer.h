@@ -10,7 +10,10 @@
 // TF's EventsWriter (its name, its release's first record, flushed) and
 // returns its name; this writer only appends. A writer starts on a file TF
 // already made, or with none, and after close() + reopen() the next event
-// goes to a new file, as in TF.
+// goes to a new file, as in TF. When no file can be made (its directory
+// removed, say), TF's EventsWriter logs that the write failed and drops the
+// event, and so does this writer: `create_file` logs it, and the next event
+// tries again.
 #pragma once
 
 #include <condition_variable>
@@ -19,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -54,9 +58,10 @@ struct EventFileFailures {
 
 class EventWriter {
  public:
-  // Makes a new event file with its first record and returns its name.
-  // Runs on the writer thread; throws on failure.
-  using CreateFile = std::function<std::string()>;
+  // Makes a new event file with its first record and returns its name, or
+  // nullopt (having logged it as TF does) when the file cannot be made.
+  // Runs on the writer thread; throws when it fails otherwise.
+  using CreateFile = std::function<std::optional<std::string>()>;
 
   // `filename`: the file to append to, or empty to create one for the first
   // event. `next_flush_time` (seconds since the epoch): when the first

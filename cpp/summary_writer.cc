@@ -283,6 +283,11 @@ void SummaryWriter::add_session_log_start(int64_t step) {
   add_event(event_bytes(wall_time_seconds(), step, EventWhat::kSessionLog, kStart));
 }
 
+bool SummaryWriter::add_serialized(EventWhat what, std::string_view payload, int64_t step) {
+  return events_->add(event_bytes(wall_time_seconds(), step, what, payload),
+                      /*wait_for_room=*/true);
+}
+
 void SummaryWriter::add_event(std::string event) {
   // A writer closed meanwhile drops the record, as TF's closed writer does.
   events_->add(std::move(event), /*wait_for_room=*/false);

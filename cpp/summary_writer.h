@@ -1,5 +1,5 @@
-// TF's FileWriter (SummaryToEventTransformer) for the records native hooks
-// write: a Summary or SessionLog wrapped in an Event with the wall time and
+// TF's FileWriter (SummaryToEventTransformer) for the records written
+// natively: a Summary, SessionLog, GraphDef or MetaGraphDef wrapped in an Event with the wall time and
 // step, a summary's repeated metadata dropped, handed to the EventWriter.
 // The tags seen so far are shared with the Python FileWriter (its
 // _seen_summary_tags), so a user's add_summary on the same writer strips
@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "event_file.h"
 #include "event_writer.h"
 
 namespace fastmts {
@@ -66,6 +67,11 @@ class SummaryWriter {
   void add_stripped_summaries(const std::vector<std::string>& summaries, int64_t step);
   void add_simple_value(std::string_view tag, float value, int64_t step);
   void add_session_log_start(int64_t step);
+  // A record of bytes TF's protobuf serialized (add_graph's GraphDef,
+  // add_meta_graph's MetaGraphDef, add_session_log's SessionLog) as TF's
+  // _add_event wraps it; waits for room in the queue, as TF's add_event.
+  // False (dropped) once the writer is closed.
+  bool add_serialized(EventWhat what, std::string_view payload, int64_t step);
 
   const std::shared_ptr<EventWriter>& events() const { return events_; }
   const std::shared_ptr<SeenSummaryTags>& tags() const { return tags_; }

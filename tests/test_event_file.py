@@ -58,7 +58,7 @@ def test_event_bytes_match_protobuf(wall_time, step, what, payload):
 def test_event_bytes_rejects_other_fields():
   with pytest.raises(ValueError) as raised:
     _native.event_bytes(1.0, 1, 6, b'')
-  assert str(raised.value) == "event_bytes: not a field of Event's `what`: 6"
+  assert str(raised.value) == "not a field of Event's `what`: 6"
 
 
 @pytest.mark.parametrize('tag', ['global_step/sec', '', 'ü/x' * 50])

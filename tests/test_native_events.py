@@ -297,6 +297,40 @@ def test_default_hooks_write_tfs_records(tmp_path, fastmts, loop):
   assert len(records) == 1 and len(records[0]) > 35  # 30 summaries, 5 rates at least
 
 
+def test_default_hooks_records_never_reach_python_writer(tmp_path, fastmts, monkeypatch):
+  """Every record of MonitoredTrainingSession's default hooks (the graph and
+  meta graph, START, the summaries, the rates, a CHECKPOINT after each of
+  four saves) is made natively: not one passes through the Python
+  add_event of the native writer, which TF's FileWriter methods end in.
+  The files are TF's."""
+  added = []
+  real_add_event = fastmts.event_file_writer.NativeEventFileWriter.add_event
+
+  def counted_add_event(self, event):
+    added.append(event.WhichOneof('what'))
+    real_add_event(self, event)
+
+  monkeypatch.setattr(fastmts.event_file_writer.NativeEventFileWriter, 'add_event',
+                      counted_add_event)
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train, _ = _graph()
+      with _mts(impl, workdir, 120, save_checkpoint_secs=None,
+                save_checkpoint_steps=40) as sess:
+        kind = _train_to_stop(impl, sess, train, workdir)
+      return (kind,)
+
+  results = run_both(scenario, tmp_path, fastmts)
+  _assert_adopted(results)
+  assert_same_event_files(results['fastmts'][1], results['tf'][1])
+  assert added == []
+  kinds = _kinds_on_disk(results['fastmts'][1])
+  assert kinds[:3] == ['file_version', 'graph_def', 'meta_graph_def'], kinds
+  assert kinds.count('session_log') == 5  # START, and a CHECKPOINT at 0, 40, 80, 120
+  assert kinds.count('summary:global_step/sec') == 2 and kinds.count('summary:loss') == 12
+
+
 def test_metadata_stripped_as_tf_does(tmp_path, fastmts):
   """Text and plugin summaries keep their metadata only at a tag's first
   value, across two SummarySaverHooks and within one summary."""
@@ -850,3 +884,67 @@ def test_deleted_file_is_not_reported_and_writing_goes_on(tmp_path, fastmts, cap
       native_dir)
   assert tf_outcome == ([], '')
   assert native_outcome == tf_outcome
+
+
+# One writer closed, its directory removed, reopened: the events added then
+# find no file. Prints what each call did and the records of the files left.
+_REOPENED_WITHOUT_DIRECTORY = r"""
+import glob, json, os, shutil, sys
+import tensorflow as tf
+from tensorflow.core.util import event_pb2
+from tensorflow.python.summary.writer import event_file_writer
+
+impl, logdir = sys.argv[1], sys.argv[2]
+writer = event_file_writer.EventFileWriter(logdir)
+if impl == 'fastmts':
+  from fastmts import event_file_writer as native
+  writer = native._adopt(writer)
+calls = []
+def call(what, fn):
+  try:
+    fn()
+    calls.append([what, 'ok'])
+  except Exception as e:  # pylint: disable=broad-except
+    calls.append([what, type(e).__name__, str(e)])
+call('add', lambda: writer.add_event(event_pb2.Event(step=1)))
+call('close', writer.close)
+shutil.rmtree(logdir)
+call('reopen', writer.reopen)
+for step in (2, 3):
+  call('add', lambda: writer.add_event(event_pb2.Event(step=step)))
+call('flush', writer.flush)
+call('close', writer.close)
+os.makedirs(logdir)
+call('reopen', writer.reopen)
+call('add', lambda: writer.add_event(event_pb2.Event(step=4)))
+call('close', writer.close)
+files = [[event.step for event in tf.compat.v1.train.summary_iterator(name)]
+         for name in sorted(glob.glob(os.path.join(logdir, 'events.*')))]
+print(json.dumps([calls, files]))
+"""
+
+
+def test_reopen_without_its_directory_as_tf(tmp_path, fastmts):
+  """Reopened after its directory was removed, a writer finds no file for
+  its events. TF's EventsWriter then logs 'Write failed because file could
+  not be opened.' (its C++ logging) for each event and drops it, with no
+  exception; once the directory is back the next event makes a new file.
+  The native writer does the same, each in its own process."""
+  del fastmts
+
+  def outcome(impl):
+    logdir = str(tmp_path / impl)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='0')
+    done = subprocess.run([sys.executable, '-c', _REOPENED_WITHOUT_DIRECTORY, impl, logdir],
+                          capture_output=True, text=True, timeout=180, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    failed = [line for line in done.stderr.splitlines() if 'events_writer' in line]
+    return (json.loads(done.stdout.strip().splitlines()[-1]),
+            [line.split('] ', 1)[-1] for line in failed])
+
+  want = outcome('tf')
+  assert want == ([[[what, 'ok'] for what in
+                    ('add', 'close', 'reopen', 'add', 'add', 'flush', 'close', 'reopen', 'add',
+                     'close')], [[0, 4]]],
+                  ['Write failed because file could not be opened.'] * 2)
+  assert outcome('fastmts') == want

@@ -34,6 +34,7 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import saver as saver_lib
 
 from fastmts import _tensorflow
+from fastmts import event_file_writer
 from fastmts import graph_events
 from fastmts import graph_io
 
@@ -69,7 +70,7 @@ def after_create_session(hook, session):
     graph_events.add_graph(hook._summary_writer, graph, graph_def)
   else:
     hook._summary_writer.add_graph(graph)
-  hook._summary_writer.add_meta_graph(meta_graph_def)
+  event_file_writer.add_meta_graph(hook._summary_writer, meta_graph_def)
   if (once and _saves_graph_def(hook) and session.graph is graph and
       type(saver) is saver_lib.Saver and _built_quietly(graph, meta_graph_def)):
     # What _saver_save would export at this first save (it exports under
@@ -138,7 +139,8 @@ def save(hook, session, step):
 def after_save(hook, session, step):
   """The end of TF's CheckpointSaverHook._save, once the files are written."""
   # pylint: disable=protected-access
-  hook._summary_writer.add_session_log(
+  event_file_writer.add_session_log(
+      hook._summary_writer,
       SessionLog(status=SessionLog.CHECKPOINT, checkpoint_path=hook._save_path), step)
   if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:
     logging.info('Calling checkpoint listeners after saving checkpoint %d...', step)

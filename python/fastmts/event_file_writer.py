@@ -21,6 +21,8 @@ import socket
 import weakref
 
 from tensorflow.core.framework import summary_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow.core.util import event_pb2
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.summary.writer import event_file_writer as _tf_event_file_writer
 from tensorflow.python.summary.writer import writer as _tf_writer
@@ -126,6 +128,53 @@ def summary_writer_of(file_writer):
   return native
 
 
+# Event's fields (its oneof `what`) of the records below.
+_GRAPH_DEF = event_pb2.Event.GRAPH_DEF_FIELD_NUMBER
+_META_GRAPH_DEF = event_pb2.Event.META_GRAPH_DEF_FIELD_NUMBER
+_SESSION_LOG = event_pb2.Event.SESSION_LOG_FIELD_NUMBER
+
+
+def _open_native_writer(file_writer):
+  """summary_writer_of(file_writer) while it takes records, else None: a
+  closed writer's records go through TF's Python, which warns and drops
+  them."""
+  native = summary_writer_of(file_writer)
+  if native is None or native.events.closed or getattr(file_writer, '_closed', False):
+    return None
+  return native
+
+
+def add_session_log(file_writer, session_log, global_step=None):
+  """file_writer.add_session_log(session_log, global_step): TF's record,
+  made natively when the writer is adopted."""
+  native = _open_native_writer(file_writer)
+  if native is None:
+    file_writer.add_session_log(session_log, global_step)
+  else:
+    native.add_serialized(_SESSION_LOG, session_log.SerializeToString(),
+                          0 if global_step is None else int(global_step))
+
+
+def add_meta_graph(file_writer, meta_graph_def):
+  """file_writer.add_meta_graph(meta_graph_def): TF's record, made natively
+  when the writer is adopted."""
+  native = _open_native_writer(file_writer)
+  if native is None or type(meta_graph_def) is not meta_graph_pb2.MetaGraphDef:
+    file_writer.add_meta_graph(meta_graph_def)
+  else:
+    native.add_serialized(_META_GRAPH_DEF, meta_graph_def.SerializeToString())
+
+
+def add_graph_def(file_writer, graph_def):
+  """file_writer._add_graph_def(graph_def), the last step of TF's
+  add_graph: TF's record, made natively when the writer is adopted."""
+  native = _open_native_writer(file_writer)
+  if native is None:
+    file_writer._add_graph_def(graph_def)  # pylint: disable=protected-access
+  else:
+    native.add_serialized(_GRAPH_DEF, graph_def.SerializeToString())
+
+
 def _adopt(event_writer):
   """A NativeEventFileWriter carrying on from TF's open EventFileWriter
   `event_writer` (flushed and closed here), or None if it cannot."""
@@ -159,18 +208,33 @@ def _adopt(event_writer):
   event_writer.close()
 
   def create_file():
-    # A new file as TF's EventsWriter makes it after close() and reopen().
+    # A new file as TF's EventsWriter makes it after close() and reopen(),
+    # or None when it cannot make one.
     made = writer_type(prefix.encode())
-    made.InitWithSuffix(suffix.encode())
+    try:
+      made.InitWithSuffix(suffix.encode())
+    except Exception:  # pylint: disable=broad-except
+      pass  # TF 2.2 on raises a file it could not make, 1.15 returns it: the file tells
     name = made.FileName()
+    name = name.decode() if isinstance(name, bytes) else name
     made.Close()
-    return name.decode() if isinstance(name, bytes) else name
+    if not os.path.isfile(name):
+      _log_write_failed(writer_type)
+      return None
+    return name
 
   native = _native.EventWriter(
       filename, int(max_queue), float(flush_secs), float(next_flush_time), create_file,
       raise_failures=failures_raised,
       report_failure=_log_writer_failure if failures_raised else None)
   return NativeEventFileWriter(event_writer.get_logdir(), native)
+
+
+def _log_write_failed(writer_type):
+  # TF's EventsWriter, when an event finds no file it can open, logs that
+  # (with TF's C++ logging, in its release's format) and drops the event.
+  # A writer of a path that can never be made says it in TF's own words.
+  writer_type(os.path.join(os.devnull, 'events').encode()).WriteEvent(event_pb2.Event())
 
 
 def _log_writer_failure(message):

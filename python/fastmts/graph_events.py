@@ -22,6 +22,8 @@ from tensorflow.python.summary.writer import writer as _tf_writer
 from tensorflow.python.summary.writer import writer_cache as _tf_writer_cache
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
+from fastmts import event_file_writer
+
 _Transformer = _tf_writer.SummaryToEventTransformer
 # The methods TF's add_graph(graph) runs; a subclass overriding any of them
 # (or a TF without them) is written through its own add_graph.
@@ -42,9 +44,8 @@ def add_graph(writer, graph, graph_def):
   if not _writes_as_tf(writer):
     writer.add_graph(graph)
     return
-  # pylint: disable=protected-access
-  writer._write_plugin_assets(graph)
-  writer._add_graph_def(graph_def)
+  writer._write_plugin_assets(graph)  # pylint: disable=protected-access
+  event_file_writer.add_graph_def(writer, graph_def)
 
 
 def _new_file_writer(logdir, graph):
@@ -59,7 +60,7 @@ def _new_file_writer(logdir, graph):
     return writer
   graph_def = graph.as_graph_def(add_shapes=True)
   add_graph(writer, graph, graph_def)
-  writer.add_meta_graph(meta_graph.create_meta_graph_def(graph_def=graph_def))
+  event_file_writer.add_meta_graph(writer, meta_graph.create_meta_graph_def(graph_def=graph_def))
   return writer
 
 
