@@ -1,7 +1,8 @@
 """The source tree keeps the shape its readers rely on (docs/design.md):
-the native core knows nothing of Python, bindings live in one file per
-area, files stay small or say why not, and every file and public function
-says what it is."""
+cpp/ is its three layers, one folder each (core/, tf_access/, binding/),
+the native core knows nothing of Python and is a library of its own,
+bindings live in one file per area, files stay small or say why not, and
+every file and public function says what it is."""
 
 import ast
 import glob
@@ -15,6 +16,11 @@ _CPP = os.path.join(_ROOT, 'cpp')
 _MAX_LINES = 400
 # An over-long file states why at its top, in words such as these.
 _REASON = re.compile(r'over (the usual )?(about )?400 lines', re.IGNORECASE)
+# cpp/'s layers, lowest first, and the folders (besides its own) whose headers
+# each may include; only binding/ and tf_access/ may include Python's or
+# pybind11's. Each folder's README.md says the same in words.
+_LAYERS = {'core': (), 'tf_access': ('core',), 'binding': ('core', 'tf_access')}
+_KNOWS_PYTHON = ('tf_access', 'binding')
 
 
 def _cmake():
@@ -26,7 +32,7 @@ def _sources_of(target_call):
   """The cpp/ files listed in the CMake call that starts with `target_call`."""
   text = _cmake()
   start = text.index(target_call)
-  return re.findall(r'cpp/[\w.]+', text[start:text.index(')', start)])
+  return re.findall(r'cpp/[\w./]+', text[start:text.index(')', start)])
 
 
 def _read(path):
@@ -44,49 +50,83 @@ def _opening_comment(text):
 
 
 def _cpp_files():
-  return sorted(glob.glob(os.path.join(_CPP, '*.h')) + glob.glob(os.path.join(_CPP, '*.cc')))
+  return sorted(p for p in glob.glob(os.path.join(_CPP, '**', '*'), recursive=True)
+                if p.endswith(('.h', '.cc')))
+
+
+def _relative(path):
+  return os.path.relpath(path, _ROOT).replace(os.sep, '/')
+
+
+def _layer_of(path):
+  """The layer folder of a cpp/ file (cpp/<layer>/<file>), or None."""
+  parts = os.path.relpath(path, _CPP).split(os.sep)
+  return parts[0] if len(parts) == 2 and parts[0] in _LAYERS else None
+
+
+def test_every_source_file_sits_in_a_layer_folder():
+  """cpp/ holds the layer folders only, each with its README.md; every
+  source file sits directly in one of them."""
+  assert sorted(os.listdir(_CPP)) == sorted(_LAYERS)
+  for layer in _LAYERS:
+    assert _read(os.path.join(_CPP, layer, 'README.md')).startswith('# cpp/' + layer)
+  stray = [_relative(p) for p in glob.glob(os.path.join(_CPP, '**', '*'), recursive=True)
+           if not os.path.isdir(p) and _layer_of(p) is None]
+  assert not stray, 'files outside the layer folders: %s' % stray
 
 
 def test_every_source_file_is_built_once():
   built = _sources_of('add_library(fastmts_core') + _sources_of('pybind11_add_module(_native')
   assert sorted(built) == sorted(set(built))
-  on_disk = sorted('cpp/' + os.path.basename(p) for p in glob.glob(os.path.join(_CPP, '*.cc')))
+  on_disk = sorted(_relative(p) for p in _cpp_files() if p.endswith('.cc'))
   assert sorted(built) == on_disk
+
+
+def test_the_core_library_is_the_core_folder():
+  """The static library the extension links is exactly cpp/core/, so the
+  rule below is also a fact of the build."""
+  core = sorted(_relative(p) for p in _cpp_files()
+                if p.endswith('.cc') and _layer_of(p) == 'core')
+  assert sorted(_sources_of('add_library(fastmts_core STATIC')) == core
+  assert 'target_link_libraries(_native PRIVATE fastmts_core)' in _cmake()
+  assert not re.search(r'target_link_libraries\(fastmts_core[^)]*(pybind11|Python)', _cmake())
 
 
 def _includes(path):
   return re.findall(r'^#include [<"]([^>"]+)[>"]', _read(path), re.MULTILINE)
 
 
-def test_the_core_knows_nothing_of_python():
-  core = _sources_of('add_library(fastmts_core')
-  seen, todo = set(), [os.path.join(_ROOT, p) for p in core]
-  while todo:  # the core's files and every cpp/ header they include
-    path = todo.pop()
-    if path in seen:
+@pytest.mark.parametrize('path', _cpp_files(), ids=_relative)
+def test_includes_follow_the_layers(path):
+  """A file includes project headers by their folder ("core/run_plan.h"),
+  only from its own layer and those below it; only binding/ and tf_access/
+  include Python or pybind11."""
+  layer = _layer_of(path)
+  for inc in _includes(path):
+    if inc.startswith('pybind11/') or inc == 'Python.h':
+      assert layer in _KNOWS_PYTHON, '%s (%s) includes %s' % (_relative(path), layer, inc)
       continue
-    seen.add(path)
-    for inc in _includes(path):
-      assert not inc.startswith('pybind11/') and inc != 'Python.h', (path, inc)
-      local = os.path.join(_CPP, inc)
-      if os.path.exists(local):
-        todo.append(local)
-  assert len(seen) > len(core)  # headers were followed
+    if os.path.exists(os.path.join(_CPP, inc)):
+      assert inc.split('/')[0] in (layer,) + _LAYERS[layer], (
+          '%s (%s) includes %s' % (_relative(path), layer, inc))
+    else:  # a system header, never a bare name of one of ours
+      assert not glob.glob(os.path.join(_CPP, '*', inc)), (
+          '%s includes %s without its folder' % (_relative(path), inc))
 
 
 def test_the_module_file_only_calls_one_registration_per_area():
-  text = _read(os.path.join(_CPP, 'module.cc'))
+  text = _read(os.path.join(_CPP, 'binding', 'module.cc'))
   assert len(text.splitlines()) <= 60
   registered = re.findall(r'^\s+(register_\w+)\(m\);', text, re.MULTILINE)
   assert len(registered) >= 6
   for name in registered:  # each defined in a binding file of its own
-    defined = [p for p in glob.glob(os.path.join(_CPP, '*_binding.cc'))
+    defined = [p for p in glob.glob(os.path.join(_CPP, 'binding', '*_binding.cc'))
                if re.search(r'^void %s\(' % name, _read(p), re.MULTILINE)]
     assert len(defined) == 1, name
   assert 'py::class_' not in text and 'm.def(' not in text
 
 
-@pytest.mark.parametrize('path', _cpp_files(), ids=os.path.basename)
+@pytest.mark.parametrize('path', _cpp_files(), ids=_relative)
 def test_cpp_file_is_small_or_says_why(path):
   text = _read(path)
   if len(text.splitlines()) > _MAX_LINES:
@@ -94,7 +134,7 @@ def test_cpp_file_is_small_or_says_why(path):
         '%s has %d lines and no reason at its top' % (path, len(text.splitlines())))
 
 
-@pytest.mark.parametrize('path', _cpp_files(), ids=os.path.basename)
+@pytest.mark.parametrize('path', _cpp_files(), ids=_relative)
 def test_cpp_file_says_what_it_is(path):
   """A header opens with a comment; a .cc does, or its header does."""
   if _opening_comment(_read(path)):

@@ -1,4 +1,4 @@
-"""The native text format (cpp/text_format.h): byte for byte what
+"""The native text format (cpp/core/text_format.h): byte for byte what
 google.protobuf.text_format.MessageToString prints, on TF's graphs and on
 messages of every field type; and fastmts.graph_io.write_graph writing the
 file tf.io.write_graph writes, with its errors."""

@@ -12,7 +12,7 @@ on.
 Imported first by `fastmts/__init__.py`: a missing or unsupported TF fails
 here, at `import fastmts`, with one line saying what to install, never later
 inside a session. Importing the native extension binds its C API calls to
-this TF (cpp/tf_c_api.h). That the raw C handles fastmts reads from TF's
+this TF (cpp/core/tf_c_api.h). That the raw C handles fastmts reads from TF's
 Python objects are the right ones is proven later, once, on the user's own
 graph (check_handles).
 
@@ -200,7 +200,7 @@ def check_handles(graph):
 
   TF releases before 2.21 give no public way to the C object behind a Python
   wrapper, so the native side reads it from pybind11's instance layout (2.2
-  to 2.20) or SWIG's object (1.15 to 2.1; cpp/tf_python_handles.cc). The
+  to 2.20) or SWIG's object (1.15 to 2.1; cpp/tf_access/tf_python_handles.cc). The
   pointers it reads are used only by
   TF_SessionRun, on a session every one of which goes through
   python_hooked_session.runs_natively() (or benchmarking.native_floor_loop)

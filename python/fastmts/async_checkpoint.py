@@ -2,7 +2,7 @@
 
 At a save, the training thread runs the listeners' `before_save` and takes a
 snapshot of what the Saver's save ops read (one run, no copy for resource
-variables: see cpp/checkpoint_writer.h); a native thread then runs the
+variables: see cpp/core/checkpoint_writer.h); a native thread then runs the
 Saver's own save op fed with that snapshot, and finishes as `Saver.save`
 does (the meta graph, the `checkpoint` state file, `max_to_keep`). The files
 are TF's: V2 format, the same names, readable by stock `Saver.restore` and

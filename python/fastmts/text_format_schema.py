@@ -1,4 +1,4 @@
-"""Schema tables for the native text-format printer (cpp/text_format.h).
+"""Schema tables for the native text-format printer (cpp/core/text_format.h).
 
 The native printer links no protobuf library: what it knows of a message
 type is the table built here from the type's Python Descriptor -- the type
