@@ -886,6 +886,23 @@ def test_deleted_file_is_not_reported_and_writing_goes_on(tmp_path, fastmts, cap
   assert native_outcome == tf_outcome
 
 
+def test_writer_without_its_file_is_not_adopted(tmp_path, fastmts):
+  """TF's EventsWriter makes its file at the first event: when it cannot
+  (the directory removed after the writer was made), the writer is not
+  adopted and stays TF's, open, doing what TF's does (here: writing once
+  the directory is back)."""
+  logdir = str(tmp_path / 'gone')
+  writer = tf_event_file_writer.EventFileWriter(logdir)
+  os.rmdir(logdir)
+  assert fastmts.event_file_writer._adopt(writer) is None  # pylint: disable=protected-access
+  os.makedirs(logdir)
+  writer.add_event(event_pb2.Event(step=7))
+  writer.close()
+  (name,) = event_file_names(logdir)
+  steps = [e.step for e in v1.train.summary_iterator(os.path.join(logdir, name))]
+  assert steps[-1] == 7
+
+
 # One writer closed, its directory removed, reopened: the events added then
 # find no file. Prints what each call did and the records of the files left.
 _REOPENED_WITHOUT_DIRECTORY = r"""

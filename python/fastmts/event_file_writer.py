@@ -197,7 +197,9 @@ def _adopt(event_writer):
   filename = ev_writer.FileName()
   filename = filename.decode() if isinstance(filename, bytes) else filename
   suffix = _event_file_suffix(prefix, filename)
-  if suffix is None:
+  # A file TF's EventsWriter could not make (its directory gone, or a
+  # file): TF's writer stays, and says what TF says of it.
+  if suffix is None or not os.path.isfile(filename):
     return None
   next_flush_time = getattr(worker, '_next_event_flush_time', 0)
   # From TF 2.2 the EventsWriter raises what its Flush fails with, and TF's
