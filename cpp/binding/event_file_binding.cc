@@ -28,9 +28,10 @@ std::string_view view_of(const py::bytes& b) {
 }
 
 // A native EventWriter whose files TF's EventsWriter makes through
-// `create_file() -> str` (None: no file could be made, and TF's line said so), and whose failures `report_failure(message)`
-// (None: not reported) logs as TF's writer thread does; both are called on
-// the writer thread with the GIL taken. A Python failure in create_file
+// `create_file() -> str` (None: no file could be made, and TF's line said
+// so), and whose failures `report_failure(message)` (None: not reported)
+// logs as TF's writer thread does; both are called on the writer thread
+// with the GIL taken. A Python failure in create_file
 // becomes the writer's own, its message kept, so no Python object outlives
 // the GIL held.
 std::shared_ptr<EventWriter> make_event_writer(std::string filename, size_t max_queue,

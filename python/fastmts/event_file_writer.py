@@ -7,7 +7,11 @@ swaps that `EventFileWriter` for `NativeEventFileWriter`: the same methods
 and behaviour (file names, records, their order, flush schedule, close and
 reopen), but one native queue and thread, which the native hooks append to
 directly. The `FileWriter` object itself stays TF's, so a user's
-`add_summary` on it lands in order with the hooks' records.
+`add_summary` on it lands in order with the hooks' records. The records
+fastmts's Python makes for the stock hooks (the graph and meta graph, a
+save's CHECKPOINT session log) go through `add_graph_def`, `add_meta_graph`
+and `add_session_log` here: TF's protobuf serializes the message, and the
+Event around it is made natively, as TF's `_add_event` makes it.
 
 The file stays TF's own: TF's EventsWriter makes each file (its name and
 its release's first record); the native thread appends to it. Writers that
