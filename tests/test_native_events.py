@@ -792,6 +792,16 @@ def test_writer_whose_file_cannot_be_opened_fails(tmp_path, fastmts):
   assert writer.closed
 
 
+def _run_script(script, impl, logdir, **env):
+  """Runs `script` with arguments impl and logdir in a process of its own
+  (with `env` added to the environment); the JSON its last line printed,
+  and its stderr."""
+  done = subprocess.run([sys.executable, '-c', script, impl, logdir], capture_output=True,
+                        text=True, timeout=180, check=False, env=dict(os.environ, **env))
+  assert done.returncode == 0, done.stderr[-3000:]
+  return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
 # One writer's life on a disk that takes no more bytes: RLIMIT_FSIZE stops
 # the file 10 bytes past its size once TF made it, so the next record cannot
 # be written out (EFBIG). Prints what each call did and TF's log lines.
@@ -846,10 +856,7 @@ def test_failing_disk_as_tf(tmp_path, fastmts):
   def outcome(impl):
     logdir = str(tmp_path / impl)
     os.makedirs(logdir)
-    done = subprocess.run([sys.executable, '-c', _FULL_DISK, impl, logdir],
-                          capture_output=True, text=True, timeout=180, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _run_script(_FULL_DISK, impl, logdir)[0]
 
   want = outcome('tf')
   assert outcome('fastmts') == want
@@ -950,14 +957,10 @@ def test_reopen_without_its_directory_as_tf(tmp_path, fastmts):
   del fastmts
 
   def outcome(impl):
-    logdir = str(tmp_path / impl)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='0')
-    done = subprocess.run([sys.executable, '-c', _REOPENED_WITHOUT_DIRECTORY, impl, logdir],
-                          capture_output=True, text=True, timeout=180, check=False, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    failed = [line for line in done.stderr.splitlines() if 'events_writer' in line]
-    return (json.loads(done.stdout.strip().splitlines()[-1]),
-            [line.split('] ', 1)[-1] for line in failed])
+    printed, stderr = _run_script(_REOPENED_WITHOUT_DIRECTORY, impl, str(tmp_path / impl),
+                                  TF_CPP_MIN_LOG_LEVEL='0')
+    failed = [line for line in stderr.splitlines() if 'events_writer' in line]
+    return printed, [line.split('] ', 1)[-1] for line in failed]
 
   want = outcome('tf')
   assert want == ([[[what, 'ok'] for what in

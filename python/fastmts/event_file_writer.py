@@ -138,45 +138,39 @@ _META_GRAPH_DEF = event_pb2.Event.META_GRAPH_DEF_FIELD_NUMBER
 _SESSION_LOG = event_pb2.Event.SESSION_LOG_FIELD_NUMBER
 
 
-def _open_native_writer(file_writer):
-  """summary_writer_of(file_writer) while it takes records, else None: a
-  closed writer's records go through TF's Python, which warns and drops
-  them."""
+def _written_natively(file_writer, field, message, global_step=None):
+  """Writes `message` as the Event's `field`, as TF's `_add_event` would,
+  through the native writer of `file_writer` while it is adopted and open;
+  False (nothing written) when TF's Python must write it: a closed writer's
+  records go through TF, which warns and drops them."""
   native = summary_writer_of(file_writer)
   if native is None or native.events.closed or getattr(file_writer, '_closed', False):
-    return None
-  return native
+    return False
+  native.add_serialized(field, message.SerializeToString(),
+                        0 if global_step is None else int(global_step))
+  return True
 
 
 def add_session_log(file_writer, session_log, global_step=None):
   """file_writer.add_session_log(session_log, global_step): TF's record,
   made natively when the writer is adopted."""
-  native = _open_native_writer(file_writer)
-  if native is None:
+  if not _written_natively(file_writer, _SESSION_LOG, session_log, global_step):
     file_writer.add_session_log(session_log, global_step)
-  else:
-    native.add_serialized(_SESSION_LOG, session_log.SerializeToString(),
-                          0 if global_step is None else int(global_step))
 
 
 def add_meta_graph(file_writer, meta_graph_def):
   """file_writer.add_meta_graph(meta_graph_def): TF's record, made natively
-  when the writer is adopted."""
-  native = _open_native_writer(file_writer)
-  if native is None or type(meta_graph_def) is not meta_graph_pb2.MetaGraphDef:
+  when the writer is adopted (anything but a MetaGraphDef gets TF's error)."""
+  if (type(meta_graph_def) is not meta_graph_pb2.MetaGraphDef or
+      not _written_natively(file_writer, _META_GRAPH_DEF, meta_graph_def)):
     file_writer.add_meta_graph(meta_graph_def)
-  else:
-    native.add_serialized(_META_GRAPH_DEF, meta_graph_def.SerializeToString())
 
 
 def add_graph_def(file_writer, graph_def):
   """file_writer._add_graph_def(graph_def), the last step of TF's
   add_graph: TF's record, made natively when the writer is adopted."""
-  native = _open_native_writer(file_writer)
-  if native is None:
+  if not _written_natively(file_writer, _GRAPH_DEF, graph_def):
     file_writer._add_graph_def(graph_def)  # pylint: disable=protected-access
-  else:
-    native.add_serialized(_GRAPH_DEF, graph_def.SerializeToString())
 
 
 def _adopt(event_writer):
