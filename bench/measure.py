@@ -338,6 +338,23 @@ def make_runner(kind, graph, hooks=None):
 # Interleaved measurement
 # --------------------------------------------------------------------------
 
+# A full gc.collect() keeps the training thread alone for ~0.1 s; TF's
+# executor threads park meanwhile, and the steps that follow run slower
+# until the machine is back in step: traced on the trivial graph, the first
+# ~50-100 ms of steps after a collection cost up to 1.6x the steady ones,
+# and a 1,000-step block (~25 ms) lay wholly inside that. Each timed block
+# therefore follows SETTLE_SECONDS of untimed steps of its own runner.
+SETTLE_SECONDS = 0.1
+SETTLE_CHUNK = 50  # steps per untimed block while settling
+
+
+def settle(runner, seconds=SETTLE_SECONDS):
+    """Runs untimed blocks of ``runner`` for about ``seconds``."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        runner.block(SETTLE_CHUNK)
+
+
 class Interleaver:
     """Alternates blocks of several runners and keeps per-step samples.
 
@@ -362,13 +379,15 @@ class Interleaver:
     def run(self, name, steps, record=True, collect=True):
         """One block of ``steps`` steps of runner ``name``; returns seconds.
 
-        ``collect``: first run a full ``gc.collect()`` (outside the block's
-        own timing) so every block starts from the same GC state.  With
-        TensorFlow loaded it takes ~0.1 s, so callers that time ``run``
-        from outside (pytest-benchmark) pass False and collect beforehand.
+        ``collect``: first run a full ``gc.collect()`` and let the runner
+        settle (``settle``), both outside the block's own timing, so every
+        block starts from the same GC state and in step.  With TensorFlow
+        loaded the collection takes ~0.1 s, so callers that time ``run``
+        from outside (pytest-benchmark) pass False and do both beforehand.
         """
         if collect:
             gc.collect()
+            settle(self.runners[name])
         cpu_start = time.thread_time()
         elapsed = self.runners[name].block(steps)
         cpu = time.thread_time() - cpu_start
@@ -441,6 +460,7 @@ def pedantic_interleaved(benchmark, own, partners, steps, rounds, warmup):
         for name in inter.order(state['round'], partners):
             inter.run(name, steps, record)
         gc.collect()  # here, not inside the timed target (it takes ~0.1 s)
+        settle(own[own_name])
 
     def target():
         inter.run(own_name, steps, state['round'] > record_after,
