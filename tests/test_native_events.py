@@ -792,19 +792,23 @@ def test_writer_whose_file_cannot_be_opened_fails(tmp_path, fastmts):
   assert writer.closed
 
 
-def _run_script(script, impl, logdir, **env):
-  """Runs `script` with arguments impl and logdir in a process of its own
-  (with `env` added to the environment); the JSON its last line printed,
-  and its stderr."""
-  done = subprocess.run([sys.executable, '-c', script, impl, logdir], capture_output=True,
-                        text=True, timeout=180, check=False, env=dict(os.environ, **env))
+def _run_script(script, impl, logdir, *more, prefix=(), **env):
+  """Runs `script` with arguments impl, logdir and `more` in a process of
+  its own, started through the command `prefix` if given (with `env` added
+  to the environment); the JSON its last line printed, and its stderr."""
+  done = subprocess.run([*prefix, sys.executable, '-c', script, impl, logdir, *more],
+                        capture_output=True, text=True, timeout=180, check=False,
+                        env=dict(os.environ, **env))
   assert done.returncode == 0, done.stderr[-3000:]
   return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
-# One writer's life on a disk that takes no more bytes: RLIMIT_FSIZE stops
-# the file 10 bytes past its size once TF made it, so the next record cannot
-# be written out (EFBIG). Prints what each call did and TF's log lines.
+# One writer's life on a disk that takes no more bytes, once TF made the
+# file: with "fsize", RLIMIT_FSIZE stops the file 10 bytes past its size
+# (EFBIG); with "nospace", a file fills the rest of the file system the
+# directory lies on, a small tmpfs (ENOSPC), once the file ends just short
+# of a page. The next record then cannot be written out. Prints what each
+# call did and TF's log lines.
 _FULL_DISK = r"""
 import glob, json, logging, os, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -812,7 +816,7 @@ import tensorflow as tf
 from tensorflow.core.util import event_pb2
 from tensorflow.python.summary.writer import event_file_writer
 
-impl, logdir = sys.argv[1], sys.argv[2]
+impl, logdir, limit = sys.argv[1], sys.argv[2], sys.argv[3]
 lines = []
 
 class Recorder(logging.Handler):
@@ -827,9 +831,27 @@ if impl == 'fastmts':
   from fastmts import event_file_writer as native
   writer = native._adopt(writer)
 (name,) = glob.glob(os.path.join(logdir, 'events.*'))
-limit = os.path.getsize(name) + 10
-resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-big = event_pb2.Event(step=2, file_version='x' * 100)
+if limit == 'fsize':
+  size = os.path.getsize(name) + 10
+  resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
+  big = event_pb2.Event(step=2, file_version='x' * 100)
+else:
+  # A record that ends the file 20 bytes short of a page: the next one is
+  # buffered (as TF's writer buffers a small record) and needs a page more.
+  pad_to = -(-(os.path.getsize(name) + 200) // 4096) * 4096 - 20
+  want = pad_to - os.path.getsize(name) - 16  # TFRecord: 12 bytes before, 4 after
+  pad = next(event for event in (event_pb2.Event(step=1, file_version='x' * n)
+                                 for n in range(want)) if event.ByteSize() == want)
+  writer.add_event(pad)
+  writer.flush()
+  filler = os.open(os.path.join(logdir, 'filler'), os.O_WRONLY | os.O_CREAT)
+  try:
+    while os.write(filler, bytes(4096)):
+      pass
+  except OSError:  # ENOSPC: the file system is full
+    pass
+  os.close(filler)
+  big = event_pb2.Event(step=2, file_version='x' * 100)
 calls = []
 for what, call in [('add', lambda: writer.add_event(big)), ('flush', writer.flush),
                    ('add', lambda: writer.add_event(big)), ('flush', writer.flush),
@@ -856,13 +878,55 @@ def test_failing_disk_as_tf(tmp_path, fastmts):
   def outcome(impl):
     logdir = str(tmp_path / impl)
     os.makedirs(logdir)
-    return _run_script(_FULL_DISK, impl, logdir)[0]
+    return _run_script(_FULL_DISK, impl, logdir, 'fsize')[0]
 
   want = outcome('tf')
   assert outcome('fastmts') == want
-  if tuple(int(part) for part in tf.__version__.split('.')[:2]) >= (2, 2):
+  if _tf_version() >= (2, 2):
     assert want[0][1][:2] == ['flush', 'IndexError'], want
     assert want[0][1][2] == 'FILE; File too large\n\tFailed to flush 1 events to FILE'
+  else:
+    assert all(result == 'ok' for _, result in want[0]), want
+
+
+def _tf_version():
+  return tuple(int(part) for part in tf.__version__.split('.')[:2])
+
+
+# Mounts a 256 KB tmpfs on its first argument, in a user and mount namespace
+# of its own, then runs the rest: a full file system without root or a
+# real disk.
+_ON_SMALL_TMPFS = ('unshare', '--user', '--map-root-user', '--mount', 'sh', '-c',
+                   'mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@"')
+
+
+def test_full_file_system_as_tf(tmp_path, fastmts):
+  """As test_failing_disk_as_tf, on a file system with no space left: the
+  error is ENOSPC, whose status code TF's binding maps to no exception of
+  its own (RuntimeError), where EFBIG's is IndexError."""
+  del fastmts
+  probe = tmp_path / 'probe'
+  probe.mkdir()
+  try:
+    mounted = subprocess.run([*_ON_SMALL_TMPFS, str(probe), 'true'], capture_output=True,
+                             timeout=60, check=False).returncode == 0
+  except OSError:  # no unshare
+    mounted = False
+  if not mounted:
+    pytest.skip('no tmpfs can be mounted here (unshare --user --mount)')
+
+  def outcome(impl):
+    mount = tmp_path / impl
+    mount.mkdir()
+    return _run_script(_FULL_DISK, impl, str(mount / 'logs'), 'nospace',
+                       prefix=_ON_SMALL_TMPFS + (str(mount),))[0]
+
+  want = outcome('tf')
+  assert outcome('fastmts') == want
+  if _tf_version() >= (2, 2):
+    assert want[0][1][:2] == ['flush', 'RuntimeError'], want
+    assert want[0][1][2] == ('FILE; No space left on device\n\t'
+                             'Failed to flush 1 events to FILE'), want
   else:
     assert all(result == 'ok' for _, result in want[0]), want
 
