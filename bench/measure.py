@@ -340,10 +340,11 @@ def make_runner(kind, graph, hooks=None):
 
 # A full gc.collect() keeps the training thread alone for ~0.1 s; TF's
 # executor threads park meanwhile, and the steps that follow run slower
-# until the machine is back in step: traced on the trivial graph, the first
-# ~50-100 ms of steps after a collection cost up to 1.6x the steady ones,
-# and a 1,000-step block (~25 ms) lay wholly inside that. Each timed block
-# therefore follows SETTLE_SECONDS of untimed steps of its own runner.
+# until the machine is back in step: traced on the trivial graph
+# (bench/settle_trace.py), the first 100-400 steps after a collection cost
+# 1.2-1.6x the steady ones, a large part of a 1,000-step block (~25 ms).
+# Each timed block therefore follows SETTLE_SECONDS of untimed steps of its
+# own runner.
 SETTLE_SECONDS = 0.1
 SETTLE_CHUNK = 50  # steps per untimed block while settling
 
