@@ -24,9 +24,9 @@ KINDS = ('native-reads', 'fastmts-loop')
 def trace(runners, rounds, stretches, stretch, settle_seconds):
     """{kind: [median us/step of stretch j after the collection]}."""
     samples = {kind: [[] for _ in range(stretches)] for kind in runners}
+    inter = measure.Interleaver(runners)  # for its serpentine order only
     for i in range(rounds):
-        order = list(runners) if i % 2 == 0 else list(runners)[::-1]
-        for kind in order:
+        for kind in inter.order(i):
             runner = runners[kind]
             gc.collect()
             if settle_seconds:

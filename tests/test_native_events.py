@@ -831,15 +831,14 @@ if impl == 'fastmts':
   from fastmts import event_file_writer as native
   writer = native._adopt(writer)
 (name,) = glob.glob(os.path.join(logdir, 'events.*'))
+size = os.path.getsize(name)
 if limit == 'fsize':
-  size = os.path.getsize(name) + 10
-  resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
-  big = event_pb2.Event(step=2, file_version='x' * 100)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (size + 10, resource.RLIM_INFINITY))
 else:
   # A record that ends the file 20 bytes short of a page: the next one is
   # buffered (as TF's writer buffers a small record) and needs a page more.
-  pad_to = -(-(os.path.getsize(name) + 200) // 4096) * 4096 - 20
-  want = pad_to - os.path.getsize(name) - 16  # TFRecord: 12 bytes before, 4 after
+  pad_to = -(-(size + 200) // 4096) * 4096 - 20
+  want = pad_to - size - 16  # TFRecord: 12 bytes before, 4 after
   pad = next(event for event in (event_pb2.Event(step=1, file_version='x' * n)
                                  for n in range(want)) if event.ByteSize() == want)
   writer.add_event(pad)
@@ -851,7 +850,7 @@ else:
   except OSError:  # ENOSPC: the file system is full
     pass
   os.close(filler)
-  big = event_pb2.Event(step=2, file_version='x' * 100)
+big = event_pb2.Event(step=2, file_version='x' * 100)
 calls = []
 for what, call in [('add', lambda: writer.add_event(big)), ('flush', writer.flush),
                    ('add', lambda: writer.add_event(big)), ('flush', writer.flush),
