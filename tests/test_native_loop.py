@@ -730,10 +730,12 @@ def test_run_steps_python_signal_handler(fastmts, python_hook):
     hooks = [recording_hook_class(fastmts)('py', [])] if python_hook else []
     sent, handled = [], []
 
+    loop_ended = threading.Event()
+
     def handler(signum, frame):
       del frame
       handled.append((signum, time.monotonic()))
-      if len(handled) == 4:
+      if len(handled) >= 4:
         raise _Signalled()
 
     def send():
@@ -747,6 +749,14 @@ def test_run_steps_python_signal_handler(fastmts, python_hook):
         deadline = time.monotonic() + 20
         while len(handled) <= i and time.monotonic() < deadline:
           time.sleep(0.001)
+      # Python may run a handler inside an unrelated object's __del__ (seen:
+      # a cyclic collection finalising an old graph during the Python hook),
+      # and an exception raised there is printed and dropped, stock TF or
+      # not. If the loop goes on well past the fourth, signal again, so the
+      # test checks the loop and not where the collector ran.
+      deadline = time.monotonic() + 20
+      while not loop_ended.wait(2.0) and time.monotonic() < deadline:
+        os.kill(os.getpid(), signal.SIGUSR1)
 
     previous = signal.signal(signal.SIGUSR1, handler)
     try:
@@ -759,9 +769,10 @@ def test_run_steps_python_signal_handler(fastmts, python_hook):
           with pytest.raises(_Signalled):
             sess.run_steps(train)
         finally:
+          loop_ended.set()
           sender.join(10)
         assert _c_signal_handler(signal.SIGUSR1) == c_before
-        assert [h[0] for h in handled] == [signal.SIGUSR1] * 4
+        assert [h[0] for h in handled[:4]] == [signal.SIGUSR1] * 4
         delays = [h[1] - t for h, t in zip(handled, sent)]
         # Three of four within 30 ms (the fallback check's 100 ms period puts
         # most beyond it); a loaded machine may hold one up (seen: 38 ms under
