@@ -29,8 +29,10 @@ kind      'stock'   tf.compat.v1.train.MonitoredTrainingSession
                     default hooks fetch (not the variable: the read tensor is
                     a cond on the variable being initialized, a different
                     and dearer run), for 'full' + loss, and for 'summaries'
-                    the merged summary op every SUMMARY_PERIOD steps, in the
-                    same run. So the floor is
+                    the merged summary op on the steps stock's
+                    SummarySaverHook fetches it (every SUMMARY_PERIOD - 1
+                    here, traced_summary_period), in the same run. So the
+                    floor is
                     the TF work any implementation of that step must do, and
                     nothing else: the hooks themselves never run.
           'native-reads'  (presets 'full' and 'summaries') 'native' plus the
@@ -51,6 +53,7 @@ per-step times are the reported numbers.
 """
 
 import gc
+import math
 import os
 import shutil
 import statistics
@@ -80,13 +83,56 @@ FLOORS = ('session', 'native')
 # its timer not yet due) and SummarySaverHook on one (traced on the trivial
 # graph: re-reads after global steps 100, 101, 100 | 200, 201, 199 | ...).
 REREAD_PERIOD, REREAD_AT = 100, (0, 1, 50)
-# The 'summaries' preset: SummarySaverHook fetches the merged summaries and
-# re-reads the step every SUMMARY_PERIOD steps; StepCounterHook as above.
+# The 'summaries' preset: save_summaries_steps=SUMMARY_PERIOD. Its
+# SummarySaverHook fetches the merged summaries and re-reads the step on the
+# steps its timer fires for, which are not every SUMMARY_PERIOD steps: the
+# hook takes the step read with train_op as stale and asks on the step after
+# stale + 2, so where the read already sees the increment it asks every
+# SUMMARY_PERIOD - 1 steps (stock's events: steps 1, 10, 19, 28, ...). The
+# floor takes that period from a short stock run (traced_summary_period);
+# StepCounterHook re-reads on two steps per 100 as above.
 SUMMARIES, SUMMARY_PERIOD = 300, 10
+SUMMARY_STEP_COUNTER_AT = (0, 1)
+# The presets whose hooks re-read the global step (the hooked floor);
+# 'summaries' is scheduled by NativeFloorRunner from its traced period.
 REREADS = {
     'full': REREAD_AT,
-    'summaries': (0, 1) + tuple(range(SUMMARY_PERIOD // 2, REREAD_PERIOD, SUMMARY_PERIOD)),
+    'summaries': None,
 }
+# (graph, preset) -> the summary fetch period traced by a floor runner, for
+# the report's text.
+TRACED_SUMMARY_PERIODS = {}
+
+
+def traced_summary_period(sess, train_op, logdir):
+    """The steps between two summary fetches of stock's SummarySaverHook in
+    a MonitoredTrainingSession `sess` (stock, hooks live) writing to
+    `logdir`: runs a few steps through it and reads the summary records'
+    steps from its event file."""
+    for _ in range(3 * SUMMARY_PERIOD + 2):
+        sess.run(train_op)
+    tf.compat.v1.summary.FileWriterCache.get(logdir).flush()
+    steps = []
+    for path in tf.io.gfile.glob(os.path.join(logdir, 'events.out.tfevents.*')):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            values = event.summary.value
+            if values and values[0].tag != 'global_step/sec':
+                steps.append(event.step)
+    gaps = {b - a for a, b in zip(sorted(steps)[1:], sorted(steps)[2:])}
+    if len(gaps) != 1:
+        raise RuntimeError('no steady summary period in stock\'s events: steps %r'
+                           % sorted(steps))
+    return gaps.pop()
+
+
+def summary_reread_schedule(period):
+    """(schedule length, steps within it) of the 'summaries' preset's
+    re-reads: one on every summary step, StepCounterHook's two per 100. A
+    step listed twice re-reads twice, as two hooks would."""
+    length = period * REREAD_PERIOD // math.gcd(period, REREAD_PERIOD)
+    at = list(range(0, length, period))
+    at += [i for i in range(length) if i % REREAD_PERIOD in SUMMARY_STEP_COUNTER_AT]
+    return length, sorted(at)
 
 # StopAtStepHook must never fire during a benchmark: blocks keep advancing the
 # same global step for the lifetime of the session.
@@ -216,9 +262,17 @@ class NativeFloorRunner(Runner):
                    training_util._get_or_create_global_step_read(self.graph)]  # pylint: disable=protected-access
         if hooks == 'full':
             fetches.append(m.loss)
+        self._reread_period, self._reread_at = REREAD_PERIOD, REREADS.get(hooks)
+        self._periodic_period = None
         if hooks == 'summaries':
             self._periodic = self.graph.get_collection(
                 tf.compat.v1.GraphKeys.SUMMARY_OP)
+            with self.graph.as_default():
+                self._periodic_period = traced_summary_period(
+                    self._mts.sess, m.train_op, self._mts.tmpdir)
+            TRACED_SUMMARY_PERIODS[(graph, hooks)] = self._periodic_period
+            self._reread_period, self._reread_at = summary_reread_schedule(
+                self._periodic_period)
         if rereads:
             self._reread = fetches[1]
         self._fetches = fetches
@@ -231,11 +285,11 @@ class NativeFloorRunner(Runner):
         # The extension times its own loop (excludes the Python call).
         kwargs = {}
         if self._reread is not None:
-            kwargs.update(reread=self._reread, reread_period=REREAD_PERIOD,
-                          reread_at=REREADS[self.hooks_name])
+            kwargs.update(reread=self._reread, reread_period=self._reread_period,
+                          reread_at=self._reread_at)
         if self._periodic:
             kwargs.update(periodic=self._periodic,
-                          periodic_period=SUMMARY_PERIOD)
+                          periodic_period=self._periodic_period)
         return float(self._loop(self._session, self._fetches, steps, **kwargs))
 
     def close(self):

@@ -112,6 +112,15 @@ def table(results, samples):
     return '\n'.join(lines)
 
 
+def _summary_periods():
+    """The summary fetch periods the floors traced from stock, per graph."""
+    traced = measure.TRACED_SUMMARY_PERIODS
+    if not traced:
+        return 'none traced'
+    return ', '.join('every %d steps on %s' % (period, graph)
+                     for (graph, _), period in sorted(traced.items()))
+
+
 def reread_table(results, samples):
     """The presets whose hooks re-read the global step, against the floor
     that also makes those re-reads (measure.REREADS): the hooked floor."""
@@ -217,9 +226,9 @@ def main(argv=None):
           "Session, and, which the ratios use, on the preset's own "
           'MonitoredTrainingSession session, of train_op with the tensors its '
           "hooks fetch every step (the global-step read tensor; 'full' also "
-          "the loss; 'summaries' the merged summaries every %d steps), the "
-          'hooks themselves never running.'
-          % measure.SUMMARY_PERIOD +
+          "the loss; 'summaries' the merged summaries on the steps stock's "
+          'SummarySaverHook fetches them, %s), the hooks themselves never '
+          'running.' % _summary_periods() +
           ' Ratios are medians of per-round '
           'ratios (blocks of one round run back to back).')
     print('\nhooks: `stop` = [StopAtStepHook] only, no checkpoint_dir; '
@@ -231,12 +240,14 @@ def main(argv=None):
           % (measure.SUMMARY_PERIOD, measure.SUMMARIES))
     print('\nThe presets with default hooks against the hooked floor: the floor '
           "above plus the re-reads of the global step TF's StepCounterHook and "
-          'SummarySaverHook make (%s per %d steps, each a run of the read '
-          'tensor alone in the calling thread, as fastmts makes them): TF '
-          "work those hooks require. What remains is fastmts's dispatch and "
-          "the hooks' actions (TF's Python where it runs, the event records).\n"
-          % (', '.join('%s: %d' % (h, len(at)) for h, at in measure.REREADS.items()),
-             measure.REREAD_PERIOD))
+          'SummarySaverHook make (full: %d per %d steps; summaries: one on '
+          "each summary step and StepCounterHook's %d per %d; each a run of "
+          'the read tensor alone in the calling thread, as fastmts makes '
+          "them): TF work those hooks require. What remains is fastmts's "
+          "dispatch and the hooks' actions (TF's Python where it runs, the "
+          'event records).\n'
+          % (len(measure.REREAD_AT), measure.REREAD_PERIOD,
+             len(measure.SUMMARY_STEP_COUNTER_AT), measure.REREAD_PERIOD))
     print(reread_table(results, {g: raw[g]['samples_us'] for g in raw}))
     print('\nThe training thread\'s own CPU time per step in the same blocks '
           '(time.thread_time; TF\'s executor threads and the FileWriter\'s '

@@ -42,6 +42,17 @@ def test_rereads_on_the_given_steps_of_each_period(fastmts):
       assert sess.run(counted) == 8
 
 
+def test_a_step_listed_twice_rereads_twice(fastmts):
+  """Two hooks re-reading after one step make two runs."""
+  with tf.Graph().as_default():
+    sess, train, counted, count = _session_with_counter()
+    with sess:
+      fastmts.native_floor_loop(sess, [train], 20, reread=count, reread_period=9,
+                                reread_at=(0, 0, 4))
+      # Twice after steps 0, 9, 18; once after 4, 13.
+      assert sess.run(counted) == 8
+
+
 @pytest.mark.parametrize('reread_at', [(100,), (-1,)])
 def test_reread_steps_outside_the_period(fastmts, reread_at):
   with tf.Graph().as_default():

@@ -17,8 +17,9 @@ namespace {
 
 // `steps` bare TF_SessionRun calls in C++, outputs dropped; seconds taken.
 // With `reread`, also the hooks' own re-reads of the global step: after
-// step i, when i % reread_period is in `reread_at`, one run of `reread` in
-// the calling thread, as native hooks make it. With `periodic`, step i runs
+// step i, one run of `reread` in the calling thread, as native hooks make
+// it, for each time i % reread_period is in `reread_at` (two hooks re-reading
+// after one step: listed twice). With `periodic`, step i runs
 // that plan instead when i % periodic_period == 0 (a step that also fetches
 // the summaries).
 double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, int64_t steps,
@@ -33,9 +34,9 @@ double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, i
   static const std::string kNoOptions;
   const std::vector<char> keep_none(plan->fetches.size(), 0);  // outputs are only dropped
   const std::vector<char> keep_none_periodic(periodic ? periodic->fetches.size() : 0, 0);
-  std::vector<char> reread_step(reread ? reread_period : 0, 0);
+  std::vector<int> reread_step(reread ? reread_period : 0, 0);
   if (reread)
-    for (int64_t at : reread_at) reread_step.at(at) = 1;
+    for (int64_t at : reread_at) ++reread_step.at(at);
   RunRequest read;
   read.plan = reread;
   read.run_options = kRunInCallerThread;
@@ -49,7 +50,8 @@ double floor_loop(py::handle tf_session, const std::shared_ptr<RunPlan>& plan, i
     else
       runner.run(kNoInputs, kNoValues, plan->fetches, plan->targets, kNoOptions, false, &result,
                  &keep_none);
-    if (reread && reread_step[i % reread_period]) runner.run(read);
+    if (reread)
+      for (int k = reread_step[i % reread_period]; k > 0; --k) runner.run(read);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -10,10 +10,10 @@ def native_floor_loop(tf_session, fetches, steps, reread=None, reread_period=100
   (GIL released) on a tf.compat.v1.Session; returns the elapsed seconds.
 
   With `reread` (a tensor), after each step i with i % reread_period in
-  `reread_at` it also runs `reread` alone in the calling thread: the
-  re-reads of the global step that TF's StepCounterHook and
-  SummarySaverHook make on the steps where their timers may fire, made as
-  fastmts's native hooks make them.
+  `reread_at` it also runs `reread` alone in the calling thread, once for
+  each time it is listed there: the re-reads of the global step that TF's
+  StepCounterHook and SummarySaverHook make on the steps where their timers
+  may fire, made as fastmts's native hooks make them.
 
   With `periodic` (more fetches), every step i with i % periodic_period == 0
   fetches them too, in the same run: SummarySaverHook's summary steps."""
