@@ -31,26 +31,21 @@ def test_runs_the_fetches_each_step(fastmts):
       assert sess.run(counted) == 0
 
 
-def test_rereads_on_the_given_steps_of_each_period(fastmts):
+@pytest.mark.parametrize('steps, period, at, rereads', [
+    # After steps 0, 1, 50, 100, 101, 150, 200, 201.
+    (250, 100, (0, 1, 50), 8),
+    # Two hooks re-reading after one step make two runs: twice after steps
+    # 0, 9, 18; once after 4, 13.
+    (20, 9, (0, 0, 4), 8),
+])
+def test_rereads_on_the_given_steps_of_each_period(fastmts, steps, period, at, rereads):
   with tf.Graph().as_default():
     sess, train, counted, count = _session_with_counter()
     with sess:
-      fastmts.native_floor_loop(sess, [train], 250, reread=count, reread_period=100,
-                                reread_at=(0, 1, 50))
-      assert sess.run(v1.train.get_global_step()) == 250
-      # After steps 0, 1, 50, 100, 101, 150, 200, 201.
-      assert sess.run(counted) == 8
-
-
-def test_a_step_listed_twice_rereads_twice(fastmts):
-  """Two hooks re-reading after one step make two runs."""
-  with tf.Graph().as_default():
-    sess, train, counted, count = _session_with_counter()
-    with sess:
-      fastmts.native_floor_loop(sess, [train], 20, reread=count, reread_period=9,
-                                reread_at=(0, 0, 4))
-      # Twice after steps 0, 9, 18; once after 4, 13.
-      assert sess.run(counted) == 8
+      fastmts.native_floor_loop(sess, [train], steps, reread=count, reread_period=period,
+                                reread_at=at)
+      assert sess.run(v1.train.get_global_step()) == steps
+      assert sess.run(counted) == rereads
 
 
 @pytest.mark.parametrize('reread_at', [(100,), (-1,)])
