@@ -782,14 +782,11 @@ def test_writer_that_cannot_make_its_file_fails_once_then_is_closed(tmp_path, fa
 
 
 def test_writer_whose_file_cannot_be_opened_fails(tmp_path, fastmts):
-  """A file name in a directory that is gone: the open fails and is raised,
-  with the name, at the next call (here close)."""
+  """A file name in a directory that is gone: the writer opens the file it
+  is given at once, so making it raises, with the name."""
   missing = str(tmp_path / 'gone' / 'events.out.tfevents.0000000000.host')
-  writer = fastmts._native.EventWriter(missing, 10, 120.0, 0.0, lambda: missing)  # pylint: disable=protected-access
-  writer.add(_event(1))
   with pytest.raises(RuntimeError, match='Could not open events file .*gone'):
-    writer.close()
-  assert writer.closed
+    fastmts._native.EventWriter(missing, 10, 120.0, 0.0, lambda: missing)  # pylint: disable=protected-access
 
 
 def _run_script(script, impl, logdir, *more, prefix=(), **env):
@@ -1028,3 +1025,73 @@ def test_reopen_without_its_directory_as_tf(tmp_path, fastmts):
                      'close')], [[0, 4]]],
                   ['Write failed because file could not be opened.'] * 2)
   assert outcome('fastmts') == want
+
+
+# A writer of FileWriterCache adopted, then its directory removed before the
+# next event (a test's tearDown, a cleanup job): "direct" adds an event and
+# flushes; "hook" drives a CheckpointSaverHook for one saving step first.
+# Then FileWriterCache.clear(). Repeated, since the native thread's first
+# write races the removal. Prints each round's outcome and the writers' kind.
+_DIRECTORY_REMOVED_UNDER_WRITER = r"""
+import json, os, shutil, sys, tempfile
+import tensorflow as tf
+from tensorflow.core.util import event_pb2
+from tensorflow.python.summary.writer import writer_cache
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+impl, root, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if impl == 'fastmts':
+  import fastmts as train
+  from fastmts import event_file_writer
+else:
+  train = v1.train
+outcomes, kinds = [], set()
+
+def direct(logdir):
+  writer = writer_cache.FileWriterCache.get(logdir)
+  if impl == 'fastmts':
+    event_file_writer.summary_writer_of(writer)
+  kinds.add(type(writer.event_writer).__name__)
+  shutil.rmtree(logdir)
+  writer.add_event(event_pb2.Event(step=1))
+  writer.flush()
+
+def hook(logdir):
+  with tf.Graph().as_default():
+    step = v1.train.get_or_create_global_step()
+    train_op = v1.assign_add(step, 1)
+    saver = train.CheckpointSaverHook(logdir, save_steps=1)
+    with train.MonitoredSession(hooks=[saver]) as sess:
+      sess.run(train_op)
+  kinds.add(type(writer_cache.FileWriterCache.get(logdir).event_writer).__name__)
+  shutil.rmtree(logdir)
+
+for i in range(rounds):
+  for scenario in (direct, hook):
+    try:
+      scenario(tempfile.mkdtemp(dir=root))
+      writer_cache.FileWriterCache.clear()
+      outcomes.append('ok')
+    except Exception as e:  # pylint: disable=broad-except
+      outcomes.append('%s: %s' % (type(e).__name__, e))
+print(json.dumps([outcomes, sorted(kinds)]))
+"""
+
+
+def test_directory_removed_under_adopted_writer_as_tf(tmp_path, fastmts):
+  """TF's writer holds the file it made open to the end, so writing, flushing
+  and FileWriterCache.clear() succeed with its directory removed. The native
+  writer opens that file at adoption, while TF's writer still holds it, and
+  does the same: 20 rounds each way, each in its own process."""
+  del fastmts
+
+  def outcome(impl):
+    workdir = tmp_path / impl
+    workdir.mkdir()
+    printed, _ = _run_script(_DIRECTORY_REMOVED_UNDER_WRITER, impl, str(workdir), '20')
+    return printed
+
+  outcomes, kinds = outcome('tf')
+  assert outcomes == ['ok'] * 40 and kinds == [ADOPTED['tf']]
+  outcomes, kinds = outcome('fastmts')
+  assert outcomes == ['ok'] * 40 and kinds == [ADOPTED['fastmts']]

@@ -64,10 +64,17 @@ std::shared_ptr<EventWriter> make_event_writer(std::string filename, size_t max_
         e.discard_as_unraisable("fastmts: reporting an event file failure");
       }
     };
+  EventWriter* made;
+  try {
+    made = new EventWriter(std::move(filename), max_queue, flush_secs, next_flush_time,
+                           std::move(create), std::move(failures));
+  } catch (...) {  // the file could not be opened: nothing owns the callbacks
+    Py_DECREF(create_callback);
+    Py_XDECREF(report_callback);
+    throw;
+  }
   return std::shared_ptr<EventWriter>(
-      new EventWriter(std::move(filename), max_queue, flush_secs, next_flush_time,
-                      std::move(create), std::move(failures)),
-      [create_callback, report_callback](EventWriter* writer) {
+      made, [create_callback, report_callback](EventWriter* writer) {
         // Closing joins the thread, which may wait for the GIL to make a file.
         if (PyGILState_Check()) {
           py::gil_scoped_release released;

@@ -60,6 +60,13 @@ EventWriter::EventWriter(std::string filename, size_t max_queue, double flush_se
       failures_(std::move(failures)),
       filename_(std::move(filename)),
       next_flush_time_(next_flush_time) {
+  // The file TF's writer made is opened now, while TF still holds it open:
+  // from here on it is this writer's, as TF's stays its own, whatever
+  // happens to its directory (removed, its name taken) before the next write.
+  if (!filename_.empty()) {
+    file_ = std::fopen(filename_.c_str(), "ab");
+    if (file_ == nullptr) throw EventWriterError(os_error("Could not open events file", filename_));
+  }
   start_thread();
 }
 

@@ -9,8 +9,9 @@
 // The file itself is TF's: the caller's `create_file` makes a new one with
 // TF's EventsWriter (its name, its release's first record, flushed) and
 // returns its name; this writer only appends. A writer starts on a file TF
-// already made, or with none, and after close() + reopen() the next event
-// goes to a new file, as in TF. When no file can be made (its directory
+// already made (opened at construction, so it holds the file as TF's writer
+// held it, its directory removed or not), or with none, and after close() +
+// reopen() the next event goes to a new file, as in TF. When no file can be made (its directory
 // removed, say), TF's EventsWriter logs that the write failed and drops the
 // event, and so does this writer: `create_file` logs it, and the next event
 // tries again.
@@ -63,8 +64,8 @@ class EventWriter {
   // Runs on the writer thread; throws when it fails otherwise.
   using CreateFile = std::function<std::optional<std::string>()>;
 
-  // `filename`: the file to append to, or empty to create one for the first
-  // event. `next_flush_time` (seconds since the epoch): when the first
+  // `filename`: the file to append to, opened here (throws EventWriterError
+  // if it cannot be), or empty to create one for the first event. `next_flush_time` (seconds since the epoch): when the first
   // event written is flushed at the latest (0: at once, as TF's new thread).
   // `max_queue` bounds the events waiting for a caller that waits for room.
   EventWriter(std::string filename, size_t max_queue, double flush_secs,

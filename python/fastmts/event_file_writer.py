@@ -205,7 +205,6 @@ def _adopt(event_writer):
   # even here, with nothing to flush) that TF's Python drops.
   failures_raised = ev_writer.Flush() is None
   writer_type = type(ev_writer)
-  event_writer.close()
 
   def create_file():
     # A new file as TF's EventsWriter makes it after close() and reopen(),
@@ -223,10 +222,16 @@ def _adopt(event_writer):
       return None
     return name
 
-  native = _native.EventWriter(
-      filename, int(max_queue), float(flush_secs), float(next_flush_time), create_file,
-      raise_failures=failures_raised,
-      report_failure=_log_writer_failure if failures_raised else None)
+  try:
+    # Opens the file while TF's writer still holds it: TF's writer keeps its
+    # file open to the end, its directory removed or not, and so must this.
+    native = _native.EventWriter(
+        filename, int(max_queue), float(flush_secs), float(next_flush_time), create_file,
+        raise_failures=failures_raised,
+        report_failure=_log_writer_failure if failures_raised else None)
+  except (OSError, RuntimeError):
+    return None  # gone since TF made it: TF's writer stays
+  event_writer.close()
   return NativeEventFileWriter(event_writer.get_logdir(), native)
 
 
