@@ -57,16 +57,17 @@ py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan
 // it cannot ask Python about signals each step: it watches
 // `python_signals` (those with a Python handler) and takes the GIL to let
 // Python handle them when one arrives (SignalCheckSchedule).
-py::object run_loop(HookedSession& session, py::handle plan, py::handle feed_plan,
-                    py::handle feed_values, int64_t max_steps, const Coordinator* coordinator,
-                    py::object make_state, const std::vector<int>& python_signals) {
+py::object run_loop_counted(HookedSession& session, py::handle plan, py::handle feed_plan,
+                            py::handle feed_values, int64_t max_steps,
+                            const Coordinator* coordinator, py::object make_state,
+                            const std::vector<int>& python_signals, int64_t& steps) {
   check_attached(session);
   RunRequest caller = request_from_python(plan, feed_plan, feed_values, py::none());
   LoopControl control;
   control.max_steps = max_steps;
   control.coordinator = coordinator;
+  control.steps_done = &steps;
   RunResult last;
-  int64_t steps = 0;
   if (make_state.is_none()) {
     SignalWatch watch(python_signals);
     SignalCheckSchedule signal_checks;
@@ -103,6 +104,29 @@ py::object run_loop(HookedSession& session, py::handle plan, py::handle feed_pla
   }
   if (steps == 0) return py::none();
   return outputs_to_python(last.outputs);
+}
+
+// The loop above; `progress.steps` (progress may be None) gets its steps,
+// also when it raises: another thread's steps on the session are not in
+// HookedSession::steps_run's difference.
+py::object run_loop(HookedSession& session, py::handle plan, py::handle feed_plan,
+                    py::handle feed_values, int64_t max_steps, const Coordinator* coordinator,
+                    py::object make_state, const std::vector<int>& python_signals,
+                    py::object progress) {
+  int64_t steps = 0;
+  auto report = [&] {
+    if (!progress.is_none()) progress.attr("steps") = steps;
+  };
+  try {
+    py::object outputs = run_loop_counted(session, plan, feed_plan, feed_values, max_steps,
+                                          coordinator, std::move(make_state), python_signals,
+                                          steps);
+    report();
+    return outputs;
+  } catch (...) {
+    report();
+    throw;
+  }
 }
 
 // `MonitoredSession.run(fetches)` with no feeds, options or metadata, where
@@ -237,7 +261,7 @@ void register_session(py::module_& m) {
            py::arg("run_options"), py::arg("want_metadata"), py::arg("step_state"))
       .def("run_loop", &run_loop, py::arg("plan"), py::arg("feed_plan"),
            py::arg("feed_values"), py::arg("max_steps"), py::arg("coordinator"),
-           py::arg("make_state"), py::arg("python_signals"))
+           py::arg("make_state"), py::arg("python_signals"), py::arg("progress") = py::none())
       .def_property_readonly("steps_run", &HookedSession::steps_run)
       // A plain run on the attached session, no hooks (for TF's own hook code).
       .def("run_plain",

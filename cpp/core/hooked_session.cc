@@ -100,6 +100,7 @@ int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& con
     void* user_data = control.begin_step ? control.begin_step() : nullptr;
     run_on(runner, caller, false, user_data, control.may_defer, last);
     ++done;
+    if (control.steps_done) *control.steps_done = done;
     if (control.end_step) control.end_step(user_data);
   }
   return done;
@@ -138,7 +139,6 @@ void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller
                            RunResult* result) {
   if (stop_requested()) throw StoppedError("Run called even after should_stop requested.");
   StepContext ctx(runner, user_data, may_defer ? &postponed_ : nullptr);
-  HookCosts* costs = costs_.get();
   const size_t n = hooks_.size();
   ScratchLease lease(scratches_, n);
   StepScratch& scratch = *lease;
@@ -150,17 +150,21 @@ void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller
   std::unique_ptr<FeedMerger> feeds;    // only when some hook feeds
   const std::string* options = &caller.run_options;
   bool full_trace = false;
-  for (size_t i = 0; i < n; ++i) {
-    timed(costs ? &costs->before_run_seconds[i] : nullptr,
-          [&] { hooks_[i]->before_run(ctx, requests[i]); });
-    const RunRequest& r = requests[i];
-    asked = asked || r.plan || r.feed_plan || !r.run_options.empty() || r.full_trace;
-    if (r.feed_plan) {
-      if (!feeds) feeds = std::make_unique<FeedMerger>();
-      feeds->add(r, "Same tensor is fed by two hooks.");
+  {
+    HookDispatchLock::Round round(dispatch_, runner.guard());
+    HookCosts* costs = costs_.get();
+    for (size_t i = 0; i < n; ++i) {
+      timed(costs ? &costs->before_run_seconds[i] : nullptr,
+            [&] { hooks_[i]->before_run(ctx, requests[i]); });
+      const RunRequest& r = requests[i];
+      asked = asked || r.plan || r.feed_plan || !r.run_options.empty() || r.full_trace;
+      if (r.feed_plan) {
+        if (!feeds) feeds = std::make_unique<FeedMerger>();
+        feeds->add(r, "Same tensor is fed by two hooks.");
+      }
+      if (!r.run_options.empty()) options = &r.run_options;
+      full_trace = full_trace || r.full_trace;
     }
-    if (!r.run_options.empty()) options = &r.run_options;
-    full_trace = full_trace || r.full_trace;
   }
   std::string traced_options;
   if (full_trace) {
@@ -170,10 +174,12 @@ void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller
 
   // The common fast path, where only the caller asks for anything, runs
   // straight into `result`; otherwise the merged run's values are the
-  // scratch's and the caller's own are picked out at the end.
+  // scratch's and the caller's own are picked out at the end. Other steps'
+  // hook rounds may run meanwhile: its time is added up under the lock.
   RunResult& merged = asked ? scratch.merged : *result;
   const MergedFetches* fetches = nullptr;
-  timed(costs ? &costs->run_seconds : nullptr, [&] {
+  double run_seconds = 0;
+  timed(costs_ ? &run_seconds : nullptr, [&] {
     if (!asked) {
       runner.run(caller, want_metadata, result);
       return;
@@ -192,21 +198,29 @@ void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller
                 fetches->fetches, fetches->targets, *options,
                 want_metadata || !options->empty(), &merged, &fetches->must_own);
   });
-  if (costs) ++costs->steps;
 
-  for (size_t i = 0; i < n; ++i) {
-    timed(costs ? &costs->after_run_seconds[i] : nullptr, [&] {
-      if (requests[i].plan) {
-        const Fetched mine(merged.outputs, fetches->where[i]);
-        hooks_[i]->after_run(ctx, requests[i], &mine, merged.run_metadata);
-      } else {
-        hooks_[i]->after_run(ctx, requests[i], nullptr, merged.run_metadata);
-      }
-    });
+  {
+    HookDispatchLock::Round round(dispatch_, runner.guard());
+    HookCosts* costs = costs_.get();
+    if (costs) {
+      costs->run_seconds += run_seconds;
+      ++costs->steps;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      timed(costs ? &costs->after_run_seconds[i] : nullptr, [&] {
+        if (requests[i].plan) {
+          const Fetched mine(merged.outputs, fetches->where[i]);
+          hooks_[i]->after_run(ctx, requests[i], &mine, merged.run_metadata);
+        } else {
+          hooks_[i]->after_run(ctx, requests[i], nullptr, merged.run_metadata);
+        }
+      });
+    }
+    // Only now is the step done: one whose after_run raised (a preemption
+    // included, after which TF runs the step again) is not counted. Written
+    // under the lock, read by anyone.
+    steps_run_.store(steps_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  // Only now is the step done: one whose after_run raised (a preemption
-  // included, after which TF runs the step again) is not counted.
-  ++steps_run_;
   if (ctx.stop_requested()) request_stop();
 
   if (asked) {

@@ -15,6 +15,7 @@
 
 #include "core/coordinator.h"
 #include "core/fetch_merge.h"
+#include "core/hook_dispatch_lock.h"
 #include "core/run_plan.h"
 
 namespace fastmts {
@@ -130,6 +131,10 @@ struct HookCosts {
 // How a multi-step loop (HookedSession::run_loop) is driven.
 struct LoopControl {
   int64_t max_steps = -1;                    // < 0: no bound
+  // If given, the loop's steps so far, moved as each completes: what the
+  // caller learns of them when the loop throws (other threads' steps on the
+  // same session are not in it).
+  int64_t* steps_done = nullptr;
   const Coordinator* coordinator = nullptr;  // the loop ends when it stops
   // Per-step data for the hooks (StepContext::user_data) and its release,
   // which may also request stop; both may be empty.
@@ -204,8 +209,8 @@ class HookedSession {
   int64_t run_loop(const RunRequest& caller, const LoopControl& control, RunResult* last);
 
   // Steps run since construction, failed ones excluded (recovery counts the
-  // steps a loop still owes with it).
-  int64_t steps_run() const { return steps_run_; }
+  // steps a loop still owes with it); exact with several threads stepping.
+  int64_t steps_run() const { return steps_run_.load(std::memory_order_relaxed); }
 
   // Every hook's flush_deferred, in order.
   void flush_deferred();
@@ -237,8 +242,9 @@ class HookedSession {
   StepScratchPool scratches_;
   SessionRunner runner_{nullptr};
   std::atomic<bool> stop_requested_{false};
-  int64_t steps_run_ = 0;
-  std::unique_ptr<HookCosts> costs_;  // null unless tracking
+  HookDispatchLock dispatch_;          // each step's hook rounds (see its header)
+  std::atomic<int64_t> steps_run_{0};  // moved under dispatch_
+  std::unique_ptr<HookCosts> costs_;   // null unless tracking; moved under dispatch_
 };
 
 }  // namespace fastmts

@@ -103,6 +103,8 @@ class SessionRunner {
   void run(const RunRequest& request, bool want_metadata, RunResult* result) const;
 
   TF_Session* session() const { return session_; }
+  // The lock this runner gives up around TF calls (null: none).
+  const BlockingCallGuard* guard() const { return guard_; }
 
  private:
   TF_Session* session_;

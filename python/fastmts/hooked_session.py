@@ -52,6 +52,15 @@ def _signals_with_python_handlers():
   return [s for s in valid if callable(getsignal(s))]
 
 
+class LoopProgress:
+  """The steps one run_steps call completed so far: known when it raises,
+  and its own even when other threads step the same session meanwhile."""
+  __slots__ = ('steps',)
+
+  def __init__(self):
+    self.steps = 0
+
+
 class _StepState:
   """What the Python hooks of one step share (only built when there are any)."""
   __slots__ = ('run_context', 'options', 'run_metadata', 'metadata_requested',
@@ -275,14 +284,15 @@ class HookedSession:
         run_metadata or config_pb2.RunMetadata(),
         run_metadata is not None)
 
-  def run_steps(self, fetches, max_steps, feed_dict, coord):
+  def run_steps(self, fetches, max_steps, feed_dict, coord, progress):
     """Steps natively until stop, `max_steps` (None: no bound), the
     coordinator's stop or an error; the last step's results, or None.
-    The feeds are converted once, before the first step. Without Python
-    hooks the loop runs without the GIL; the signals Python has handlers for
-    still reach them within one step."""
+    `progress` (a LoopProgress) counts this call's steps, also when it
+    raises. The feeds are converted once, before the first step. Without
+    Python hooks the loop runs without the GIL; the signals Python has
+    handlers for still reach them within one step."""
     if self._python is not None:
-      return self._python.run_steps(fetches, max_steps, feed_dict, coord)
+      return self._python.run_steps(fetches, max_steps, feed_dict, coord, progress)
     plan, feed_plan, values, _ = self._plan_for(fetches, feed_dict)
     make_state = None
     if self._python_hook_objects:
@@ -291,7 +301,7 @@ class HookedSession:
       outputs = self._native.run_loop(plan.native, feed_plan, values,
                                       -1 if max_steps is None else max_steps,
                                       getattr(coord, 'native', None), make_state,
-                                      _signals_with_python_handlers())
+                                      _signals_with_python_handlers(), progress)
     return None if outputs is None else plan.build(outputs)
 
   def _plan_for(self, fetches, feed_dict, options=None):

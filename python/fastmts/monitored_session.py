@@ -30,6 +30,7 @@ from fastmts import graph_events
 from fastmts import preemption as preemption_lib
 from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
+from fastmts.hooked_session import LoopProgress
 from fastmts import python_hooked_session
 from fastmts import queue_runner
 from fastmts.queue_runner import QueueRunners
@@ -373,15 +374,14 @@ class _MonitoredSession:
         raise ValueError('max_steps must be >= 0, got %d' % max_steps)
     if self._sess is None:
       return self.run(fetches, feed_dict=feed_dict)  # raises as run does after close
-    hooked = self._coordinated_creator.hooked
     result, done = None, 0
     while (max_steps is None or done < max_steps) and not self.should_stop():
-      start = hooked.steps_run
+      progress = LoopProgress()
       try:
         last = self._sess.run_steps(fetches, None if max_steps is None else max_steps - done,
-                                    feed_dict)
+                                    feed_dict, progress)
       finally:
-        done += hooked.steps_run - start
+        done += progress.steps
       if last is not _NOT_RUN:
         result = last
     return result
@@ -707,13 +707,14 @@ class _RecoverableSession:
       self._sess = None
     return self.run(fetches)
 
-  def run_steps(self, fetches, max_steps, feed_dict):
+  def run_steps(self, fetches, max_steps, feed_dict, progress):
     """As the session's run_steps; on preemption, re-creates the session and
-    returns _NOT_RUN (the caller counts the steps that ran and goes on)."""
+    returns _NOT_RUN (the caller counts the steps that ran, in `progress`,
+    and goes on)."""
     try:
       if not self._sess:
         self._sess = self._create_session()
-      return self._sess.run_steps(fetches, max_steps, feed_dict)
+      return self._sess.run_steps(fetches, max_steps, feed_dict, progress)
     except _PREEMPTION_ERRORS as e:
       self._before_recreating()
       self._log_preemption(e)
@@ -840,9 +841,9 @@ class _CoordinatedSession:
     except Exception as e:  # pylint: disable=broad-except
       self._raise_run_error(e)
 
-  def run_steps(self, fetches, max_steps, feed_dict):
+  def run_steps(self, fetches, max_steps, feed_dict, progress):
     try:
-      return self._sess.run_steps(fetches, max_steps, feed_dict, self._coord)
+      return self._sess.run_steps(fetches, max_steps, feed_dict, self._coord, progress)
     except Exception as e:  # pylint: disable=broad-except
       self._raise_run_error(e)
 

@@ -105,12 +105,13 @@ class PythonHookDispatch:
     hook_feeds.update(user_feed_dict)
     return hook_feeds
 
-  def run_steps(self, fetches, max_steps, feed_dict, coord):
+  def run_steps(self, fetches, max_steps, feed_dict, coord, progress):
     """run() until stop, `max_steps` (None: no bound) or the coordinator's
-    stop, as the native loop does; the last step's results, or None."""
-    result, done = None, 0
-    while ((max_steps is None or done < max_steps) and not self.stop_requested and
+    stop, as the native loop does, counting them in `progress`; the last
+    step's results, or None."""
+    result = None
+    while ((max_steps is None or progress.steps < max_steps) and not self.stop_requested and
            not (coord is not None and coord.should_stop())):
       result = self.run(fetches, feed_dict)
-      done += 1
+      progress.steps += 1
     return result
