@@ -138,6 +138,19 @@ FEED_ERRORS_USE_PERCENT_FORMAT = (
     'Tensor %s may not be fed.' in _tf_session_lib.BaseSession._run.__code__.co_consts)  # pylint: disable=protected-access
 
 
+def _starts_queue_runners_only_when_any():
+  """Whether TF's _CoordinatedSessionCreator.create_session calls
+  start_queue_runners (and so prints its deprecation warning, once per
+  process) only when the graph has queue runners, or at every session
+  creation as older releases do. Read from the installed code."""
+  from tensorflow.python.training import monitored_session  # pylint: disable=g-import-not-at-top
+  code = monitored_session._MonitoredSession._CoordinatedSessionCreator.create_session.__code__  # pylint: disable=protected-access
+  return 'QUEUE_RUNNERS' in code.co_names
+
+
+STARTS_QUEUE_RUNNERS_ONLY_WHEN_ANY = _starts_queue_runners_only_when_any()
+
+
 def _coordinator_reraise():
   """reraise(exc_info) as TF's Coordinator re-raises a recorded exception:
   six.reraise(*exc_info) in TF 1.15 to 2.10 (the recorded traceback restored;

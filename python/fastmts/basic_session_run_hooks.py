@@ -25,6 +25,7 @@ from fastmts import preemption
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
+from fastmts.tf_call_sites import TFSite
 
 StopAtStepHook = _tf_hooks.StopAtStepHook
 NanTensorHook = _tf_hooks.NanTensorHook
@@ -157,6 +158,11 @@ class _NativeStopAtStep:
         None if last_step is None else int(last_step), on_last_step)
 
 
+# TF's NanTensorHook.after_run logs from these lines.
+_LOG_NAN_ERROR = TFSite(_tf_hooks.NanTensorHook.after_run, 'logging.error(')
+_LOG_NAN_WARNING = TFSite(_tf_hooks.NanTensorHook.after_run, 'logging.warning(')
+
+
 class _NativeNanTensor:
   """Native NanTensorHook; the rare NaN path logs (and raises) as TF does."""
 
@@ -168,9 +174,9 @@ class _NativeNanTensor:
     def on_nan():
       failure_message = 'Model diverged with loss = NaN.'
       if fail:
-        logging.error(failure_message)
+        _LOG_NAN_ERROR.call(logging.error, failure_message)
         raise NanLossDuringTrainingError
-      logging.warning(failure_message)
+      _LOG_NAN_WARNING.call(logging.warning, failure_message)
 
     self.native = _native.NanTensorHook(*_output(loss), fail, on_nan)
 

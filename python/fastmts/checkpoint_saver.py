@@ -31,12 +31,21 @@ from tensorflow.core.util.event_pb2 import SessionLog
 from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
+from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 from tensorflow.python.training import saver as saver_lib
 
 from fastmts import _tensorflow
 from fastmts import event_file_writer
 from fastmts import graph_events
 from fastmts import graph_io
+from fastmts.tf_call_sites import TFSite
+
+# The log lines of TF's CheckpointSaverHook._save, logged from its lines.
+_SAVE = _tf_hooks.CheckpointSaverHook._save  # pylint: disable=protected-access
+_LOG_BEFORE_LISTENERS = TFSite(_SAVE, 'Calling checkpoint listeners before')
+_LOG_SAVING = TFSite(_SAVE, 'Saving checkpoints for')
+_LOG_AFTER_LISTENERS = TFSite(_SAVE, 'Calling checkpoint listeners after')
+_LOG_LISTENER_STOPS = TFSite(_SAVE, 'A CheckpointSaverListener requested')
 
 # hook -> (fingerprint, serialized MetaGraphDef) of its last save with the meta graph.
 _meta_graphs = weakref.WeakKeyDictionary()
@@ -117,14 +126,15 @@ def save(hook, session, step):
   writes = getattr(hook, '_fastmts_async', None)
   should_stop = writes is not None and writes.deliver(wait=True)
   if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:  # TF 2.4 and later
-    logging.info('Calling checkpoint listeners before saving checkpoint %d...', step)
+    _LOG_BEFORE_LISTENERS.call(
+        logging.info, 'Calling checkpoint listeners before saving checkpoint %d...', step)
   else:  # TF 1.15 to 2.1 log the save before the listeners, and no listener lines
-    logging.info('Saving checkpoints for %d into %s.', step, hook._save_path)
+    _LOG_SAVING.call(logging.info, 'Saving checkpoints for %d into %s.', step, hook._save_path)
   for listener in hook._listeners:
     listener.before_save(session, step)
 
   if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:
-    logging.info('Saving checkpoints for %d into %s.', step, hook._save_path)
+    _LOG_SAVING.call(logging.info, 'Saving checkpoints for %d into %s.', step, hook._save_path)
   plan = None if writes is None else writes.plan_for(hook, session)
   if plan is not None:
     saver = hook._get_saver()
@@ -143,12 +153,14 @@ def after_save(hook, session, step):
       hook._summary_writer,
       SessionLog(status=SessionLog.CHECKPOINT, checkpoint_path=hook._save_path), step)
   if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:
-    logging.info('Calling checkpoint listeners after saving checkpoint %d...', step)
+    _LOG_AFTER_LISTENERS.call(
+        logging.info, 'Calling checkpoint listeners after saving checkpoint %d...', step)
   should_stop = False
   for listener in hook._listeners:
     if listener.after_save(session, step):
-      logging.info('A CheckpointSaverListener requested that training be stopped. '
-                   'listener: {}'.format(listener))
+      _LOG_LISTENER_STOPS.call(
+          logging.info, 'A CheckpointSaverListener requested that training be stopped. '
+          'listener: {}'.format(listener))
       should_stop = True
   return should_stop
 

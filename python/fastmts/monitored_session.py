@@ -17,7 +17,6 @@ from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import basic_session_run_hooks
 from tensorflow.python.training import monitored_session as _tf_monitored_session
-from tensorflow.python.training import queue_runner_impl
 from tensorflow.python.util import function_utils
 
 from fastmts import _native
@@ -477,9 +476,11 @@ class _MonitoredSession:
       self.queue_runners = None
       if not python_hooked_session.runs_natively(self.tf_sess):
         # A wrapped session: TF's own queue-runner threads, through its run.
-        queue_runner_impl.start_queue_runners(sess=self.tf_sess, coord=self.coord)
-      elif ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
-        self.queue_runners = QueueRunners(self.tf_sess, self.coord)
+        queue_runner.start_tf_queue_runners(self.tf_sess, self.coord)
+      else:
+        queue_runner.start_tf_queue_runners(self.tf_sess, self.coord, with_threads=False)
+        if ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
+          self.queue_runners = QueueRunners(self.tf_sess, self.coord)
       try:
         self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
       except Exception:

@@ -14,15 +14,42 @@ Operation or a Tensor) is started by its own `create_threads`, as TF does.
 import time
 
 from tensorflow.python.framework import ops
+from tensorflow.python.training import monitored_session as _tf_monitored_session
 from tensorflow.python.training import queue_runner_impl as _tf_queue_runner
 
 from fastmts import _native
 from fastmts import _tensorflow
 from fastmts import timeouts
 from fastmts.coordinator import error_codes_of
+from fastmts.tf_call_sites import TFSite
 
 
 _TF_LOOP = ('_run', '_close_on_stop', 'create_threads')
+
+# Where TF's MonitoredSession calls start_queue_runners, whose deprecation
+# warning names its caller's file and line.
+_TF_START_SITE = TFSite(
+    _tf_monitored_session._MonitoredSession._CoordinatedSessionCreator.create_session,  # pylint: disable=protected-access
+    'start_queue_runners(', callee='start_queue_runners(')
+
+
+class MonitoredSession:  # pylint: disable=too-few-public-methods
+  """What TF's start_queue_runners is given to only warn: its decorator
+  prints the deprecation warning, then it returns at once, starting nothing
+  and logging nothing more, for a session of this class name (TF's own
+  backward compatibility for monitored sessions, since TF 1.3)."""
+
+
+def start_tf_queue_runners(sess, coord, with_threads=True):
+  """TF's start_queue_runners(sess=sess, coord=coord), called from the line
+  of TF's MonitoredSession that calls it, so its deprecation warning (once
+  per process, by TF's decorator) is TF's to the letter. Without
+  `with_threads` it only warns: the native threads run the queue runners."""
+  if (_tensorflow.STARTS_QUEUE_RUNNERS_ONLY_WHEN_ANY and
+      not ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS)):
+    return  # TF would not have called it
+  _TF_START_SITE.call(_tf_queue_runner.start_queue_runners,
+                      sess=sess if with_threads else MonitoredSession(), coord=coord)
 
 
 def keeps_tf_loop(runner):
