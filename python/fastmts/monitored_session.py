@@ -813,10 +813,16 @@ class _CoordinatedSession:
     period for it; closing the session cancels it at once. Done only when
     such threads are all that is left, since other Python threads may still
     use the session in their grace period (the hooks' end() already ran:
-    nothing is lost)."""
+    nothing is lost), and only once every runner's cancel op has run (its
+    thread ended; within the grace period, as TF's join waits): their
+    queues are closed then, so the close cancels no enqueue of an open
+    queue (which TF logs, and TF's order never does)."""
     alive = [t for t in self._coord.registered_threads() if t.is_alive()]
     if not alive or not all(queue_runner.runs_only_tf_ops(t) for t in alive):
       return
+    cancelling = [t for t in alive if queue_runner.runs_cancel_op(t)]
+    queue_runner.poll_until(lambda: not any(t.is_alive() for t in cancelling),
+                            time.monotonic() + self._grace_period_secs())
     if queue_runner.poll_until(lambda: not any(t.is_alive() for t in alive),
                                time.monotonic() + _QUEUE_RUNNER_STOP_SECS):
       return

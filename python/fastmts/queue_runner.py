@@ -70,6 +70,16 @@ def runs_only_tf_ops(thread):
   return keeps_tf_loop(getattr(target, '__self__', None))
 
 
+def runs_cancel_op(thread):
+  """True for a queue runner's thread that runs its cancel op once the
+  coordinator stops (TF's `_close_on_stop`), native or Python."""
+  if isinstance(thread, NativeThread):
+    return thread.runs_cancel_op
+  target = getattr(thread, '_target', None)
+  return (keeps_tf_loop(getattr(target, '__self__', None)) and
+          getattr(target, '__func__', None) is _tf_queue_runner.QueueRunner._close_on_stop)  # pylint: disable=protected-access
+
+
 def poll_until(done, deadline):
   """Sleeps in growing steps until done() or the monotonic deadline (None:
   none); returns done()."""
@@ -87,10 +97,11 @@ class NativeThread:
   Coordinator.join and users inspect (name, is_alive, join)."""
   daemon = True
 
-  def __init__(self, group, index):
+  def __init__(self, group, index, runs_cancel_op):
     self._group = group
     self._index = index
     self.name = group.name(index)
+    self.runs_cancel_op = runs_cancel_op  # TF's _close_on_stop thread
 
   def is_alive(self):
     """Whether the native thread is still running."""
@@ -169,7 +180,7 @@ class QueueRunners:
           error_codes_of(qr.queue_closed_exception_types), coord.native)
       self._groups.append(group)
       for i in range(len(group)):
-        thread = NativeThread(group, i)
+        thread = NativeThread(group, i, runs_cancel_op=i >= len(enqueue_ops))
         coord.register_thread(thread)
         self.threads.append(thread)
 

@@ -1,0 +1,75 @@
+"""TF's close order with queue runners blocked in an enqueue.
+
+TF's MonitoredSession closes in this order: request stop; the runners'
+cancel ops close their queues (cancelling the enqueues blocked on them);
+join the threads; then close the session. Closing the session while an
+enqueue waits on a queue that is still open makes TF's queue log "Skipping
+cancelled enqueue attempt with queue not closed" (queue_base.cc). Here the
+cancel op is held up behind a slow enqueue (one inter-op thread, busy in a
+py_func), so a close that does not wait for it shows in TF's C++ log. The
+C++ log lines of the queue at close are compared, each side in its own
+process (TF_CPP_MIN_LOG_LEVEL=0).
+"""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from compat_utils import child_env
+
+pytestmark = pytest.mark.timeout(300)
+
+# Four enqueue threads into a queue of one, each enqueue waiting on a 0.4 s
+# py_func on the only inter-op thread, so enqueues wait on the full queue
+# while the runner's cancel op waits behind a py_func (in 3 of 4 runs longer
+# than fastmts's 0.25 s patience with threads after the stop, when the
+# close did not wait for the cancel op). One step dequeues, then the
+# session closes; three sessions, one after the other.
+_SCENARIO = r"""
+import sys, time
+import tensorflow as tf
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+if sys.argv[1] == 'fastmts':
+  import fastmts as train
+else:
+  train = v1.train
+
+def slow(x):
+  time.sleep(0.4)
+  return x
+
+for attempt in range(3):
+  with tf.Graph().as_default():
+    queue = tf.queue.FIFOQueue(1, [tf.float32], shapes=[[]])
+    value = v1.py_func(slow, [tf.constant(1.0)], tf.float32, stateful=True)
+    value.set_shape([])
+    v1.train.add_queue_runner(v1.train.QueueRunner(queue, [queue.enqueue(value)] * 4))
+    dequeue = queue.dequeue()
+    config = v1.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
+    with train.MonitoredSession(session_creator=train.ChiefSessionCreator(config=config)) as sess:
+      print('dequeued', sess.run(dequeue), flush=True)
+    print('closed', flush=True)
+"""
+
+# TF's C++ log prefix: severity, date and time, thread id.
+_PREFIX = re.compile(r'^([WEIF])\d{4} [\d:.]+ +\d+ ')
+
+
+def _queue_log_at_close(impl):
+  done = subprocess.run([sys.executable, '-c', _SCENARIO, impl], capture_output=True,
+                        text=True, timeout=240, check=False,
+                        env=dict(child_env(), TF_CPP_MIN_LOG_LEVEL='0'))
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert done.stdout.split() == ['dequeued', '1.0', 'closed'] * 3
+  return [_PREFIX.sub(r'\1 ', line) for line in done.stderr.splitlines()
+          if 'queue_base' in line]
+
+
+def test_close_cancels_no_enqueue_of_an_open_queue(fastmts):
+  del fastmts
+  want = _queue_log_at_close('tf')
+  assert want == []
+  assert _queue_log_at_close('fastmts') == want
