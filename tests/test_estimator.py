@@ -24,8 +24,9 @@ compares what a user observes:
   and what LoggingTensorHook and the estimator log.
 
 The estimator module is imported (below) before any patch(), as in a script
-that calls patch() after its imports; tf.estimator.CheckpointSaverHook and
-tf.estimator.CheckpointSaverListener stay TF's classes.
+that calls patch() after its imports; patch() makes its
+tf.estimator.CheckpointSaverHook fastmts's as well (test_patch_aliases.py),
+and tf.estimator.CheckpointSaverListener is TF's own in both.
 
 Determinism: a graph-level seed (RunConfig.tf_random_seed), one intra- and
 one inter-op thread, small data, few steps, saves by steps.
@@ -525,7 +526,7 @@ def test_custom_model_fn_with_numpy_input_fn(fastmts, tmp_path, monkeypatch, shu
 
 
 # ---------------------------------------------------------------------------
-# A CheckpointSaverHook of TF's, made or bound before patch()
+# A CheckpointSaverHook of TF's made before patch(), or tf.estimator's after it
 # ---------------------------------------------------------------------------
 
 
@@ -533,10 +534,10 @@ def test_custom_model_fn_with_numpy_input_fn(fastmts, tmp_path, monkeypatch, shu
                                  'made-before-patch-training-chief-hooks',
                                  'tf.estimator-class-after-patch'])
 def test_checkpoint_saver_hook_of_tf(fastmts, tmp_path, how):
-  """A TF CheckpointSaverHook given to the estimator (a hook object made
-  before patch(), or made afterwards from tf.estimator.CheckpointSaverHook,
-  bound when the estimator was imported): the estimator must see it as a
-  CheckpointSaverHook and add no saver of its own, so each checkpoint is
+  """A CheckpointSaverHook given to the estimator (TF's, made before
+  patch(); or made afterwards from tf.estimator.CheckpointSaverHook, bound
+  when the estimator was imported, which patch() makes fastmts's): the
+  estimator must see it as a CheckpointSaverHook and add no saver of its own, so each checkpoint is
   saved once and listeners (the hook's own and train()'s saving_listeners)
   are called once per save."""
   x, y, _ = _data()
@@ -551,6 +552,8 @@ def test_checkpoint_saver_hook_of_tf(fastmts, tmp_path, how):
     if saver_hook is None:
       saver_hook = _estimator.CheckpointSaverHook(
           model_dir, save_steps=_SAVE_STEPS, listeners=[_Listener('hook-listener', log)])
+      # Issue 39: tf.estimator's name stayed TF's while tf.compat.v1.train's was fastmts's.
+      assert (type(saver_hook) is fastmts.CheckpointSaverHook) == fastmts.is_patched()
     chief_hooks = [saver_hook] if how == 'made-before-patch-training-chief-hooks' else []
     train_hooks = [] if chief_hooks else [saver_hook]
     est = _estimator.Estimator(_model_fn(chief_hooks, log=log, kinds=kinds),

@@ -5,19 +5,25 @@
     ...               # the script, unchanged
     fastmts.unpatch() # TF's own again
 
-patch() rebinds every place TensorFlow binds the public names: the public
-`tf.compat.v1.train` and TF's internal modules (`tensorflow.python.training.
-monitored_session` and the others that import from it), so libraries that
-build their sessions from TF's internal modules at call time (tf_slim's
-training and evaluation, TF's own `training.evaluation`) get fastmts too.
-A module outside TensorFlow that took its own reference before patch()
-(`from ...monitored_session import MonitoredSession`) keeps TF's class.
+patch() rebinds every place TensorFlow and tensorflow-estimator bind the
+public names: the public `tf.compat.v1.train`, `tf.train` (a module of its
+own in 1.15), `tf.estimator` and `tf.compat.v1.estimator`, and the internal
+modules (`tensorflow.python.training.monitored_session` and the others that
+import from it), so libraries that build their sessions from TF's internal
+modules at call time (tf_slim's training and evaluation, TF's own
+`training.evaluation`, the estimator) get fastmts too. Where it looks:
+tf_namespaces. A module loaded after patch() imports the names from modules
+already rebound (the defining module answers with fastmts's from outside),
+so it gets fastmts's too; unpatch() restores it with the others. A module
+outside TensorFlow that took its own reference before patch() (`from
+...monitored_session import MonitoredSession`) keeps TF's class.
 """
-import sys
 import threading
 import types
 
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
+
+from fastmts import tf_namespaces
 
 # The public names fastmts provides in place of TF's. The stock hook classes
 # are TF's own (fastmts runs them natively), listed so that they resolve to
@@ -33,7 +39,7 @@ _NAMES = (
 
 _lock = threading.Lock()
 _originals = {}  # name -> TF's object, while patched
-# Modules whose class patch() swapped: name -> (module, its class before).
+# Modules whose class patch() swapped: id -> (module, its class before).
 _swapped = {}
 # Attribute reads from outside a swapped module: module name -> {name: object}.
 _read_from_outside = {}
@@ -55,76 +61,60 @@ class _ModuleReadFromOutside(types.ModuleType):
     return types.ModuleType.__getattribute__(self, name)
 
 
-# TF 1.15 to 2.1 are the package tensorflow_core, aliased as tensorflow:
-# their API modules are loaded under both names (tf.compat.v1.train is one or
-# the other, depending on the way in).
-_TENSORFLOW_PACKAGES = ('tensorflow', 'tensorflow_core')
-
-
-def _tensorflow_modules():
-  """The loaded modules of TensorFlow (its public API modules included)."""
-  for name, module in list(sys.modules.items()):
-    if module is not None and name.split('.', 1)[0] in _TENSORFLOW_PACKAGES:
-      yield name, module
-
-
-def _holders(objects):
-  """(module name, module, attribute name, object) for every TensorFlow
-  module that binds one of `objects` (an id -> object map) under one of
-  _NAMES."""
-  for module_name, module in _tensorflow_modules():
-    try:
-      namespace = object.__getattribute__(module, '__dict__')  # lazy loaders stay unloaded
-    except AttributeError:
-      continue
-    for name in _NAMES:
-      value = namespace.get(name)
-      if value is not None and id(value) in objects:
-        yield module_name, module, name, value
-
-
 def _train_module():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.compat.v1.train
 
 
+def _rebind(replacements):
+  """Binds replacements[id(x)] wherever a loaded module of TF or the
+  estimator binds x under a public name; the module that defines x
+  answers with it from outside only (_ModuleReadFromOutside)."""
+  objects = {key: old for key, (old, _) in replacements.items()}
+  for module, own, name, old in tf_namespaces.bindings(objects):
+    new = replacements[id(old)][1]
+    if (own.get('__name__') == getattr(old, '__module__', None) and
+        type(module) in (types.ModuleType, _ModuleReadFromOutside)):
+      _swapped.setdefault(id(module), (module, type(module)))
+      _read_from_outside.setdefault(own['__name__'], {})[name] = new
+      module.__class__ = _ModuleReadFromOutside
+    else:
+      setattr(module, name, new)  # through a wrapper's own __setattr__
+
+
+def _differing(fastmts):
+  """(name, TF's object, fastmts's) for the names whose objects differ."""
+  return [(n, _originals[n], getattr(fastmts, n)) for n in _NAMES
+          if _originals[n] is not getattr(fastmts, n)]
+
+
 def patch():
-  """Makes TF's monitored sessions and stock hooks fastmts's, wherever TF binds
-  them. Idempotent; undone by unpatch()."""
+  """Makes TF's monitored sessions and stock hooks fastmts's, wherever TF and
+  tensorflow-estimator bind them (modules loaded so far; a module loaded
+  later imports them from these). Idempotent, and a second call rebinds the
+  modules loaded since; undone by unpatch()."""
   import fastmts  # pylint: disable=g-import-not-at-top
   train = _train_module()
   with _lock:
     for name in _NAMES:
       if name not in _originals:
         _originals[name] = getattr(train, name)
-    replaced = {id(_originals[n]): _originals[n] for n in _NAMES
-                if _originals[n] is not getattr(fastmts, n)}
-    for module_name, module, name, original in list(_holders(replaced)):
-      replacement = getattr(fastmts, name)
-      if (getattr(original, '__module__', None) == module_name and
-          type(module) in (types.ModuleType, _ModuleReadFromOutside)):
-        _swapped.setdefault(module_name, (module, type(module)))
-        _read_from_outside.setdefault(module_name, {})[name] = replacement
-        module.__class__ = _ModuleReadFromOutside
-      else:
-        setattr(module, name, replacement)  # through a wrapper's own __setattr__
+    _rebind({id(theirs): (theirs, ours) for _, theirs, ours in _differing(fastmts)})
     for name in _NAMES:  # the public module, whatever kind of module it is
       setattr(train, name, getattr(fastmts, name))
 
 
 def unpatch():
   """Restores TF's own objects wherever patch() put fastmts's, modules of
-  TF loaded since included (no-op if not patched)."""
+  TF and the estimator loaded since included (no-op if not patched)."""
   import fastmts  # pylint: disable=g-import-not-at-top
   with _lock:
     for module, module_class in _swapped.values():
       module.__class__ = module_class
     _swapped.clear()
     _read_from_outside.clear()
-    ours = {id(getattr(fastmts, n)): getattr(fastmts, n) for n, original in _originals.items()
-            if original is not getattr(fastmts, n)}
-    for _, module, name, _ in list(_holders(ours)):
-      setattr(module, name, _originals[name])
+    # fastmts's objects are defined outside TF: this swaps no module.
+    _rebind({id(ours): (ours, theirs) for _, theirs, ours in _differing(fastmts)})
     train = _train_module()
     for name, original in _originals.items():
       setattr(train, name, original)
