@@ -73,3 +73,42 @@ def test_close_cancels_no_enqueue_of_an_open_queue(fastmts):
   want = _queue_log_at_close('tf')
   assert want == []
   assert _queue_log_at_close('fastmts') == want
+
+
+# A MonitoredSession made and never closed, on a graph whose queue runner
+# (count_up_to, as TF's queue_runner_test) ends by itself, leaving the thread
+# that runs the cancel op waiting for a stop; then the process exits.
+_NEVER_CLOSED = r"""
+import sys
+import tensorflow as tf
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+if sys.argv[1] == 'fastmts':
+  import fastmts as train
+else:
+  train = v1.train
+with tf.Graph().as_default():
+  var = v1.Variable(tf.constant(0, tf.int64))
+  queue = tf.queue.FIFOQueue(10, tf.float32)
+  v1.train.add_queue_runner(v1.train.QueueRunner(queue, [var.count_up_to(3)]))
+  with v1.Session() as sess:
+    sess.run(v1.global_variables_initializer())
+    print(v1.train.start_queue_runners(train.MonitoredSession()), flush=True)
+print('exiting', flush=True)
+"""
+
+
+def test_exit_with_a_session_never_closed(fastmts):
+  """TF's runner threads are daemons the interpreter abandons at exit; the
+  native ones are stopped and joined while TF is whole (a native thread
+  left to run its cancel op at teardown crashed the process)."""
+  del fastmts
+
+  def outcome(impl):
+    done = subprocess.run([sys.executable, '-c', _NEVER_CLOSED, impl], capture_output=True,
+                          text=True, timeout=240, check=False, env=child_env())
+    return done.returncode, done.stdout.split()
+
+  want = outcome('tf')
+  assert want == (0, ['[]', 'exiting'])
+  assert outcome('fastmts') == want

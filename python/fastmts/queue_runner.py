@@ -11,6 +11,7 @@ Coordinator.join() waits for it within its grace period. Any other runner
 as the feeding runner of `numpy_input_fn`, or enqueue "ops" that are not an
 Operation or a Tensor) is started by its own `create_threads`, as TF does.
 """
+import atexit
 import time
 
 from tensorflow.python.framework import ops
@@ -157,6 +158,10 @@ def _native_spec(runner):
 # deleted under a running native thread, even by a caller who never closes.
 _running = set()
 
+# How long the threads of a session never closed get at exit to end by
+# themselves after the stop before closing the session releases them.
+_EXIT_PATIENCE_SECS = 1.0
+
 
 class QueueRunners:
   """Starts the queue runners of `tf_sess`'s graph under `coord`: natively
@@ -165,6 +170,7 @@ class QueueRunners:
 
   def __init__(self, tf_sess, coord, collection=ops.GraphKeys.QUEUE_RUNNERS):
     self._tf_sess = tf_sess  # native threads use its TF_Session until joined
+    self._coord = coord
     self._groups = []
     self.threads = []
     _running.add(self)
@@ -209,3 +215,15 @@ class QueueRunners:
       except Exception:  # pylint: disable=broad-except
         pass  # closing is only a means to release the threads
     self.join()
+
+
+@atexit.register
+def _shut_down_at_exit():
+  """The native threads of a session never closed end before the
+  interpreter does, while TF is whole: stopped (the cancel ops close their
+  queues), and released by closing the session if still blocked in TF.
+  TF's own runner threads are daemons the interpreter abandons; a native
+  one left running would run its cancel op on a session TF already tore
+  down."""
+  for runners in list(_running):
+    runners.shut_down(runners._coord, _EXIT_PATIENCE_SECS)  # pylint: disable=protected-access
