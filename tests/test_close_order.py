@@ -21,14 +21,10 @@ from compat_utils import child_env
 
 pytestmark = pytest.mark.timeout(300)
 
-# Four enqueue threads into a queue of one, each enqueue waiting on a 0.4 s
-# py_func on the only inter-op thread, so enqueues wait on the full queue
-# while the runner's cancel op waits behind a py_func (in 3 of 4 runs longer
-# than fastmts's 0.25 s patience with threads after the stop, when the
-# close did not wait for the cancel op). One step dequeues, then the
-# session closes; three sessions, one after the other.
-_SCENARIO = r"""
-import sys, time
+# Each script's start: `train` is tf.compat.v1.train, or fastmts when the
+# first argument says so.
+_AS_IMPL = r"""
+import sys
 import tensorflow as tf
 v1 = tf.compat.v1
 v1.disable_eager_execution()
@@ -36,6 +32,16 @@ if sys.argv[1] == 'fastmts':
   import fastmts as train
 else:
   train = v1.train
+"""
+
+# Four enqueue threads into a queue of one, each enqueue waiting on a 0.4 s
+# py_func on the only inter-op thread, so enqueues wait on the full queue
+# while the runner's cancel op waits behind a py_func (in 3 of 4 runs longer
+# than fastmts's 0.25 s patience with threads after the stop, when the
+# close did not wait for the cancel op). One step dequeues, then the
+# session closes; three sessions, one after the other.
+_SCENARIO = _AS_IMPL + r"""
+import time
 
 def slow(x):
   time.sleep(0.4)
@@ -78,15 +84,7 @@ def test_close_cancels_no_enqueue_of_an_open_queue(fastmts):
 # A MonitoredSession made and never closed, on a graph whose queue runner
 # (count_up_to, as TF's queue_runner_test) ends by itself, leaving the thread
 # that runs the cancel op waiting for a stop; then the process exits.
-_NEVER_CLOSED = r"""
-import sys
-import tensorflow as tf
-v1 = tf.compat.v1
-v1.disable_eager_execution()
-if sys.argv[1] == 'fastmts':
-  import fastmts as train
-else:
-  train = v1.train
+_NEVER_CLOSED = _AS_IMPL + r"""
 with tf.Graph().as_default():
   var = v1.Variable(tf.constant(0, tf.int64))
   queue = tf.queue.FIFOQueue(10, tf.float32)
