@@ -46,7 +46,15 @@ class _CountingHook(v1.train.SessionRunHook):
 
 
 def _graph():
-  step = v1.train.get_or_create_global_step()
+  # A resource variable on every release (TF 2's default; TF 1.15 makes the
+  # global step a ref variable, whose increment in minimize() is TF's
+  # AssignAdd without use_locking: racing TF runs lose an increment in about
+  # one run in ten, 1999 of 2000, while a locked counter in the same train op
+  # counts 2000).
+  step = v1.get_variable(
+      'global_step', [], tf.int64, initializer=v1.zeros_initializer(), trainable=False,
+      use_resource=True,
+      collections=[v1.GraphKeys.GLOBAL_VARIABLES, v1.GraphKeys.GLOBAL_STEP])
   x = v1.get_variable('x', [], initializer=v1.zeros_initializer())
   loss = tf.square(x - 3.0)
   v1.summary.scalar('loss', loss)

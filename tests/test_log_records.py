@@ -55,7 +55,7 @@ for run in range(2):  # the deprecation warning only once
     step = v1.train.get_or_create_global_step()
     queue = tf.queue.FIFOQueue(4, [tf.float32], shapes=[[]])
     v1.train.add_queue_runner(v1.train.QueueRunner(queue, [queue.enqueue(1.0)]))
-    loss = queue.dequeue() / 0.0 * 0.0
+    loss = tf.sqrt(-queue.dequeue())  # NaN (TF 1.15's grappler folds x / 0.0 * 0.0 to 0.0)
     train_op = v1.assign_add(step, 1)
     saver = train.CheckpointSaverHook(logdir, save_steps=1, listeners=[StopAfterSave()])
     with train.MonitoredTrainingSession(
