@@ -1078,6 +1078,7 @@ print(json.dumps([outcomes, sorted(kinds)]))
 """
 
 
+@pytest.mark.timeout(400)  # two processes of 20 rounds each, under _run_script's 180 s bound
 def test_directory_removed_under_adopted_writer_as_tf(tmp_path, fastmts):
   """TF's writer holds the file it made open to the end, so writing, flushing
   and FileWriterCache.clear() succeed with its directory removed. The native
