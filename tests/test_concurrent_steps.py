@@ -12,6 +12,7 @@ counted once by the session.
 
 import os
 import threading
+import time
 
 import pytest
 import tensorflow as tf
@@ -19,6 +20,10 @@ import tensorflow as tf
 v1 = tf.compat.v1
 
 pytestmark = pytest.mark.timeout(300)
+# A bound on a hang, not on slowness (a test here took under 3 s beside two CPU-bound
+# processes on a 2-core machine): the stepping threads are all joined within it, below
+# the test's bound, so that a hung thread is reported as one.
+_JOIN_HANG_BOUND_SECS = 240
 
 THREADS = 8
 STEPS_PER_THREAD = 250
@@ -84,8 +89,9 @@ def _step_from_threads(sess, train, run_steps_threads):
              for i in range(THREADS)]
   for t in threads:
     t.start()
+  deadline = time.monotonic() + _JOIN_HANG_BOUND_SECS
   for t in threads:
-    t.join(timeout=240)
+    t.join(timeout=max(0.0, deadline - time.monotonic()))
   assert not any(t.is_alive() for t in threads), 'a stepping thread hung'
   return errors
 

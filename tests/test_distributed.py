@@ -30,6 +30,15 @@ except Exception:  # pylint: disable=broad-except
   fastmts = None
 
 LAST_STEP = 30
+# Bounds on a hang, not on slowness, sized for a loaded 2-core machine: beside two
+# CPU-bound processes a cluster's processes took up to 22 s to start and report (or to
+# end), a worker lived up to 38 s and a cluster test took up to 38 s. Each wait on a
+# cluster's processes has _WAIT_HANG_BOUND_SECS, each worker process
+# _WORKER_HANG_BOUND_SECS (cluster_utils kills it past this), and a cluster test a bound
+# above both, so that theirs fire first, with what the processes printed.
+_WAIT_HANG_BOUND_SECS = 120
+_WORKER_HANG_BOUND_SECS = 180
+_CLUSTER_TEST_BOUND_SECS = 240
 PS_VARIABLES = {'global_step': (tf.int64, []), 'w': (tf.float32, [4])}
 
 
@@ -68,12 +77,12 @@ def _start_chief_then_worker(c, impl, chief_opts, worker_opts, workdir):
   chief_go, worker_go = (os.path.join(str(workdir), n)
                          for n in ('chief_go', 'worker_go'))
   c.start_ps()
-  c.start_worker(0, impl, dict(chief_opts, go_file=chief_go))
-  c.start_worker(1, impl, dict(worker_opts, go_file=worker_go))
+  c.start_worker(0, impl, dict(chief_opts, go_file=chief_go), timeout=_WORKER_HANG_BOUND_SECS)
+  c.start_worker(1, impl, dict(worker_opts, go_file=worker_go), timeout=_WORKER_HANG_BOUND_SECS)
   for name in ('worker0', 'worker1'):
-    c.wait_event(name, lambda e: e['event'] == 'waiting_for_go', 60)
+    c.wait_event(name, lambda e: e['event'] == 'waiting_for_go', _WAIT_HANG_BOUND_SECS)
   open(chief_go, 'w').close()
-  c.wait_event('worker0', lambda e: e['event'] == 'session_created', 30)
+  c.wait_event('worker0', lambda e: e['event'] == 'session_created', _WAIT_HANG_BOUND_SECS)
   open(worker_go, 'w').close()
 
 
@@ -149,7 +158,7 @@ _EXPECTED_BETWEEN_GRAPH = {
 }
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(_CLUSTER_TEST_BOUND_SECS)
 @pytest.mark.parametrize('impl', ['tf', 'fastmts'])
 def test_between_graph_chief_and_worker(impl, tmp_path):
   if impl == 'fastmts':
@@ -160,7 +169,7 @@ def test_between_graph_chief_and_worker(impl, tmp_path):
     _start_chief_then_worker(
         c, impl, dict(common, checkpoint_dir=ckpt_dir, save_checkpoint_steps=10,
                       save_summaries_steps=10), common, tmp_path)
-    results = c.wait_results(['worker0', 'worker1'], timeout=75)
+    results = c.wait_results(['worker0', 'worker1'], timeout=_WAIT_HANG_BOUND_SECS)
     ps_step, ps_w = _read_ps(c)
   _no_process_left(c)
   obs = _observe_between_graph(results, ps_step, ps_w, ckpt_dir)
@@ -178,7 +187,7 @@ def test_between_graph_tf_and_fastmts_agree():
   assert_same(_between_graph['fastmts'], _between_graph['tf'], 'fastmts vs tf')
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(_CLUSTER_TEST_BOUND_SECS)
 @pytest.mark.parametrize('impl', ['tf', 'fastmts'])
 def test_worker_without_chief_times_out(impl, tmp_path):
   """No chief ever comes: the worker's MonitoredTrainingSession raises TF's
@@ -188,8 +197,8 @@ def test_worker_without_chief_times_out(impl, tmp_path):
     _needs_fastmts()
   with cluster_utils.Cluster(tmp_path) as c:
     c.start_ps()
-    c.start_worker(1, impl, {'last_step': 5, 'max_wait_secs': 3})
-    r = c.wait_results(['worker1'], timeout=50)['worker1']
+    c.start_worker(1, impl, {'last_step': 5, 'max_wait_secs': 3}, timeout=_WORKER_HANG_BOUND_SECS)
+    r = c.wait_results(['worker1'], timeout=_WAIT_HANG_BOUND_SECS)['worker1']
   _no_process_left(c)
   assert_same(
       {'error': r['error'], 'hooks': r['hooks'], 'steps_run': r['steps_run'],
@@ -209,22 +218,24 @@ def test_worker_without_chief_times_out(impl, tmp_path):
 # sleeps recovery_wait_secs = 30 s between readiness checks)
 # ---------------------------------------------------------------------------
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(_CLUSTER_TEST_BOUND_SECS)
 def test_worker_started_before_chief_starts_promptly(tmp_path):
   _needs_fastmts()
   worker_go = str(tmp_path / 'worker_go')
   chief_go = str(tmp_path / 'chief_go')
   with cluster_utils.Cluster(tmp_path / 'cluster') as c:
     c.start_ps()
-    c.start_worker(1, 'fastmts', {'last_step': 10, 'go_file': worker_go})
-    c.start_worker(0, 'fastmts', {'last_step': 10, 'go_file': chief_go})
+    c.start_worker(1, 'fastmts', {'last_step': 10, 'go_file': worker_go},
+                   timeout=_WORKER_HANG_BOUND_SECS)
+    c.start_worker(0, 'fastmts', {'last_step': 10, 'go_file': chief_go},
+                   timeout=_WORKER_HANG_BOUND_SECS)
     for name in ('worker0', 'worker1'):
-      c.wait_event(name, lambda e: e['event'] == 'waiting_for_go', 60)
+      c.wait_event(name, lambda e: e['event'] == 'waiting_for_go', _WAIT_HANG_BOUND_SECS)
     open(worker_go, 'w').close()   # the worker starts waiting for the chief
-    c.wait_event('worker1', lambda e: e['event'] == 'creating_session', 10)
+    c.wait_event('worker1', lambda e: e['event'] == 'creating_session', _WAIT_HANG_BOUND_SECS)
     time.sleep(1.0)
     open(chief_go, 'w').close()    # ~1 s later the chief creates the model
-    results = c.wait_results(['worker0', 'worker1'], timeout=60)
+    results = c.wait_results(['worker0', 'worker1'], timeout=_WAIT_HANG_BOUND_SECS)
   _no_process_left(c)
   chief, worker = results['worker0'], results['worker1']
   assert chief['error'] is None and worker['error'] is None, results
@@ -246,7 +257,7 @@ def test_worker_started_before_chief_starts_promptly(tmp_path):
 _sync_close_secs = {}
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(_CLUSTER_TEST_BOUND_SECS)
 @pytest.mark.parametrize('impl', ['tf', 'fastmts'])
 def test_sync_replicas_trains_and_closes_promptly(impl, tmp_path):
   """Two gradients aggregated per global step (the chief alone can supply
@@ -264,7 +275,7 @@ def test_sync_replicas_trains_and_closes_promptly(impl, tmp_path):
   with cluster_utils.Cluster(tmp_path / 'cluster') as c:
     _start_chief_then_worker(c, impl, dict(opts, checkpoint_dir=ckpt_dir),
                              opts, tmp_path)
-    results = c.wait_results(['worker0', 'worker1'], timeout=75)
+    results = c.wait_results(['worker0', 'worker1'], timeout=_WAIT_HANG_BOUND_SECS)
     ps_step, ps_w = _read_ps(c)
   _no_process_left(c)
   _sync_close_secs[impl] = {n: round(r['t_closed'] - r['t_loop_done'], 2)
@@ -482,7 +493,7 @@ def test_recovery_is_keyword_only():
 # Recovery: the ps process killed and restarted mid-training (fastmts)
 # ---------------------------------------------------------------------------
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(_CLUSTER_TEST_BOUND_SECS)
 def test_ps_restart_mid_training_recovers(tmp_path):
   _needs_fastmts()
   last_step = 60
@@ -491,17 +502,18 @@ def test_ps_restart_mid_training_recovers(tmp_path):
   with cluster_utils.Cluster(tmp_path / 'cluster') as c:
     c.start_ps()
     c.start_worker(0, 'fastmts', dict(opts, checkpoint_dir=ckpt_dir,
-                                      save_checkpoint_steps=5), timeout=130)
-    c.start_worker(1, 'fastmts', opts, timeout=130)
+                                      save_checkpoint_steps=5),
+                   timeout=_WORKER_HANG_BOUND_SECS)
+    c.start_worker(1, 'fastmts', opts, timeout=_WORKER_HANG_BOUND_SECS)
     c.wait_event('worker0', lambda e: e['event'] == 'step' and
-                 (e['global_step'] or 0) >= 15, 60)
+                 (e['global_step'] or 0) >= 15, _WAIT_HANG_BOUND_SECS)
     # Worker 1 too has run steps on this ps (a worker that had not run one
     # yet would meet the new ps as its first, without an error).
-    c.wait_event('worker1', lambda e: e['event'] == 'step', 60)
+    c.wait_event('worker1', lambda e: e['event'] == 'step', _WAIT_HANG_BOUND_SECS)
     assert max(_checkpoint_steps(ckpt_dir)) >= 5
     t_kill = time.time()
     c.restart_ps()
-    results = c.wait_results(['worker0', 'worker1'], timeout=110)
+    results = c.wait_results(['worker0', 'worker1'], timeout=_WAIT_HANG_BOUND_SECS)
     ps_step, _ = _read_ps(c)
   _no_process_left(c)
   chief, worker = results['worker0'], results['worker1']

@@ -789,13 +789,22 @@ def test_writer_whose_file_cannot_be_opened_fails(tmp_path, fastmts):
     fastmts._native.EventWriter(missing, 10, 120.0, 0.0, lambda: missing)  # pylint: disable=protected-access
 
 
+# Bounds on a hang, not on slowness, sized for a loaded 2-core machine: beside two
+# CPU-bound processes one child of _run_script took up to 37 s, and a test of two of them
+# 70 s (past the module's 60 s). Each child has _SCRIPT_HANG_BOUND_SECS; a test running
+# children has a bound above two of them and the tmpfs probe, so that a child's bound
+# fires first.
+_SCRIPT_HANG_BOUND_SECS = 240
+_SCRIPT_TEST_BOUND_SECS = 2 * _SCRIPT_HANG_BOUND_SECS + 120
+
+
 def _run_script(script, impl, logdir, *more, prefix=(), **env):
   """Runs `script` with arguments impl, logdir and `more` in a process of
   its own, started through the command `prefix` if given (with `env` added
   to the environment); the JSON its last line printed, and its stderr."""
   done = subprocess.run([*prefix, sys.executable, '-c', script, impl, logdir, *more],
-                        capture_output=True, text=True, timeout=180, check=False,
-                        env=dict(os.environ, **env))
+                        capture_output=True, text=True, timeout=_SCRIPT_HANG_BOUND_SECS,
+                        check=False, env=dict(os.environ, **env))
   assert done.returncode == 0, done.stderr[-3000:]
   return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
@@ -862,6 +871,7 @@ print(json.dumps([calls, [[level, message.replace(name.replace(logdir, 'DIR'), '
 """
 
 
+@pytest.mark.timeout(_SCRIPT_TEST_BOUND_SECS)
 def test_failing_disk_as_tf(tmp_path, fastmts):
   """A flush the disk refuses, on TF's writer and on the native one, each
   in its own process. TF from 2.2 (whose EventsWriter binding raises)
@@ -898,6 +908,7 @@ _ON_SMALL_TMPFS = ('unshare', '--user', '--map-root-user', '--mount', 'sh', '-c'
                    'mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@"')
 
 
+@pytest.mark.timeout(_SCRIPT_TEST_BOUND_SECS)
 def test_full_file_system_as_tf(tmp_path, fastmts):
   """As test_failing_disk_as_tf, on a file system with no space left: the
   error is ENOSPC, whose status code TF's binding maps to no exception of
@@ -1005,6 +1016,7 @@ print(json.dumps([calls, files]))
 """
 
 
+@pytest.mark.timeout(_SCRIPT_TEST_BOUND_SECS)
 def test_reopen_without_its_directory_as_tf(tmp_path, fastmts):
   """Reopened after its directory was removed, a writer finds no file for
   its events. TF's EventsWriter then logs 'Write failed because file could
@@ -1078,7 +1090,7 @@ print(json.dumps([outcomes, sorted(kinds)]))
 """
 
 
-@pytest.mark.timeout(400)  # two processes of 20 rounds each, under _run_script's 180 s bound
+@pytest.mark.timeout(_SCRIPT_TEST_BOUND_SECS)
 def test_directory_removed_under_adopted_writer_as_tf(tmp_path, fastmts):
   """TF's writer holds the file it made open to the end, so writing, flushing
   and FileWriterCache.clear() succeed with its directory removed. The native

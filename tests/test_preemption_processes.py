@@ -21,6 +21,13 @@ pytest.importorskip('fastmts')
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'preemption_train.py')
 EXIT_BUDGET_SECS = 20.0  # a hang bound: this machine may be loaded
+# Bounds on a hang, not on slowness, sized for a loaded 2-core machine: beside two
+# CPU-bound processes a test here took up to 44 s, a wait on its processes up to 17 s.
+# Each training process has _WORKER_HANG_BOUND_SECS (cluster_utils kills it past this),
+# and each test a bound above it and above any of its waits (up to 90 s) plus four times
+# the rest of the test, so that theirs fire first.
+_WORKER_HANG_BOUND_SECS = 150
+_TEST_HANG_BOUND_SECS = 240
 
 
 def _saved_while_others_trained(checkpoint, step):
@@ -34,7 +41,7 @@ def _saved_while_others_trained(checkpoint, step):
 
 
 def _start(c, index, impl, options):
-  return c.start_worker(index, impl, options, script=SCRIPT, timeout=150)
+  return c.start_worker(index, impl, options, script=SCRIPT, timeout=_WORKER_HANG_BOUND_SECS)
 
 
 def _wait_step(c, name, at_least, timeout=90):
@@ -58,7 +65,7 @@ class _LocalCluster(cluster_utils.Cluster):
     return ''
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(_TEST_HANG_BOUND_SECS)
 @pytest.mark.parametrize('impl, opt_in', [('tf', False), ('fastmts', False), ('fastmts', True)],
                          ids=['tf', 'fastmts', 'fastmts_preemption'])
 def test_sigterm_stock_dies_opted_in_checkpoints_the_last_step(tmp_path, impl, opt_in):
@@ -100,7 +107,7 @@ def _start_training(c, ckpt, worker_steps):
   _wait_step(c, 'worker1', worker_steps)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(_TEST_HANG_BOUND_SECS)
 def test_cluster_whole_job_preempted_then_the_chief_resumes(tmp_path):
   """SIGTERM to the chief and the worker at once (the ps lives on): the
   chief checkpoints its last step, the worker writes nothing, both exit
@@ -131,7 +138,7 @@ def test_cluster_whole_job_preempted_then_the_chief_resumes(tmp_path):
   assert preemption_utils.latest_checkpoint(ckpt) == (saved[1] + 5, saved[1] + 5, [v + 5 for v in saved[2]])
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(_TEST_HANG_BOUND_SECS)
 def test_cluster_chief_preempted_while_a_worker_trains_on(tmp_path):
   """As TF: a worker does not depend on the chief once started; it trains
   on after the chief's preempted stop, and stops on its own signal."""
@@ -150,7 +157,7 @@ def test_cluster_chief_preempted_while_a_worker_trains_on(tmp_path):
   assert preemption_utils.latest_checkpoint(ckpt)[0] == step  # the worker wrote nothing
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(_TEST_HANG_BOUND_SECS)
 def test_worker_waiting_for_the_chief_stops_waiting(tmp_path):
   """A worker waits up to max_wait_secs for a chief to initialize the
   model; the signal ends the wait at once with Preempted."""
