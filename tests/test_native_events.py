@@ -1059,12 +1059,26 @@ else:
   train = v1.train
 outcomes, kinds = [], set()
 
+def remove(logdir):
+  # A writer thread that writes a queued event after its file was unlinked
+  # makes the file again (TF's EventsWriter: "Event log file was lost"), so
+  # rmtree can meet a directory that is not empty: stock TF does it too.
+  # Removal is the cleanup job's business, not the writer's: try again.
+  for _ in range(50):
+    try:
+      shutil.rmtree(logdir)
+      return
+    except OSError:
+      if not os.path.isdir(logdir):
+        return
+  shutil.rmtree(logdir)
+
 def direct(logdir):
   writer = writer_cache.FileWriterCache.get(logdir)
   if impl == 'fastmts':
     event_file_writer.summary_writer_of(writer)
   kinds.add(type(writer.event_writer).__name__)
-  shutil.rmtree(logdir)
+  remove(logdir)
   writer.add_event(event_pb2.Event(step=1))
   writer.flush()
 
@@ -1076,7 +1090,7 @@ def hook(logdir):
     with train.MonitoredSession(hooks=[saver]) as sess:
       sess.run(train_op)
   kinds.add(type(writer_cache.FileWriterCache.get(logdir).event_writer).__name__)
-  shutil.rmtree(logdir)
+  remove(logdir)
 
 for i in range(rounds):
   for scenario in (direct, hook):
