@@ -18,7 +18,7 @@ kind      'stock'   tf.compat.v1.train.MonitoredTrainingSession
           'fastmts-loop'  the same session, steps by sess.run_steps(train_op,
                     max_steps=n): the native loop
           'session' plain tf.compat.v1.Session.run(train_op) in a Python loop
-          'native'  fastmts.native_floor_loop(session, fetches, steps): the
+          'native'  fastmts.benchmarking.native_floor_loop(session, fetches, steps): the
                     same TF_SessionRun calls in a C++ loop (the speed floor).
                     Without a preset: train_op on a plain Session. With a
                     hooks preset: on the session of a stock
@@ -53,6 +53,7 @@ per-step times are the reported numbers.
 """
 
 import gc
+import importlib
 import math
 import os
 import shutil
@@ -230,7 +231,7 @@ class SessionRunner(Runner):
 
 
 class NativeFloorRunner(Runner):
-    """``fastmts.native_floor_loop``: TF_SessionRun in a C++ loop, no GIL."""
+    """``fastmts.benchmarking.native_floor_loop``: TF_SessionRun in a C++ loop, no GIL."""
 
     kind = 'native'
 
@@ -240,7 +241,8 @@ class NativeFloorRunner(Runner):
             raise RuntimeError(reason)
         if rereads and hooks not in REREADS:
             raise ValueError('no re-reads of the global step in preset %r' % hooks)
-        self._loop = load_fastmts()[0].native_floor_loop
+        # A benchmark instrument, not public API: fastmts.benchmarking.
+        self._loop = importlib.import_module('fastmts.benchmarking').native_floor_loop
         self.hooks_name = hooks
         self._reread = None
         self._periodic = None

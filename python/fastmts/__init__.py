@@ -61,7 +61,6 @@ from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunHook
 from fastmts.session_run_hook import SessionRunValues
-from fastmts.benchmarking import native_floor_loop
 from fastmts.patching import is_patched
 from fastmts.patching import patch
 from fastmts.patching import unpatch
@@ -76,5 +75,5 @@ __all__ = [
     'CheckpointSaverHook', 'CheckpointSaverListener', 'StepCounterHook', 'SummarySaverHook',
     'GlobalStepWaiterHook', 'FinalOpsHook', 'FeedFnHook', 'ProfilerHook', 'SecondOrStepTimer',
     'USE_DEFAULT', 'RecoveryPolicy', 'PreemptionPolicy', 'PreemptionHook', 'Preemption',
-    'Preempted', 'native_floor_loop', 'patch', 'unpatch', 'is_patched', 'report_hook_costs',
+    'Preempted', 'patch', 'unpatch', 'is_patched', 'report_hook_costs',
 ]
