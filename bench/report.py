@@ -8,7 +8,7 @@ each hooks preset) is built once, then blocks of N steps are run alternately
 -- one block of each runner per round, serpentine order, 1 warmup round, K
 recorded rounds -- and the median per-step time of each runner is reported.
 All the measuring code lives in bench/measure.py (shared with the pytest
-benchmarks).  Runners that fastmts cannot provide yet show as n/a.
+benchmarks).  Runners that the installed fastmts cannot provide show as n/a.
 ``--queues`` prints the queue-fed benchmark (bench/queue_bench.py) instead.
 """
 

@@ -24,7 +24,7 @@ pairs stock and fastmts fairly; pytest-benchmark's own stats stay per
 implementation, grouped by scenario (``group = '<graph>/<hooks>'``), so its
 table and ``--benchmark-compare`` are meaningful too.  The price is that each
 block runs twice (once as "own", once as "partner").  The partner part is
-skipped when the partner is unavailable (fastmts not built yet).
+skipped when the partner is unavailable (fastmts not importable).
 """
 
 import os

@@ -552,7 +552,7 @@ def test_checkpoint_saver_hook_of_tf(fastmts, tmp_path, how):
     if saver_hook is None:
       saver_hook = _estimator.CheckpointSaverHook(
           model_dir, save_steps=_SAVE_STEPS, listeners=[_Listener('hook-listener', log)])
-      # Issue 39: tf.estimator's name stayed TF's while tf.compat.v1.train's was fastmts's.
+      # tf.estimator's alias is patched as tf.compat.v1.train's is.
       assert (type(saver_hook) is fastmts.CheckpointSaverHook) == fastmts.is_patched()
     chief_hooks = [saver_hook] if how == 'made-before-patch-training-chief-hooks' else []
     train_hooks = [] if chief_hooks else [saver_hook]

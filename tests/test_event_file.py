@@ -1,7 +1,6 @@
 """The native event-file encoding (cpp/core/event_file.cc) against TF's own:
 TFRecord framing byte for byte as tf.io.TFRecordWriter writes it, Event and
-Summary bytes as protobuf serializes TF's messages. (Issue 27, in progress:
-the hooks do not use it yet.)"""
+Summary bytes as protobuf serializes TF's messages."""
 import math
 import os
 import random

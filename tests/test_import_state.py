@@ -1,5 +1,5 @@
 """`import fastmts`, `fastmts.patch()` and `fastmts.unpatch()` leave TF's
-process-wide state as it was (issue 24, item 5).
+process-wide state as they found it.
 
 The same script runs in fresh interpreters, side by side: with stock TF only,
 after `import fastmts`, after `patch()`, and after `patch(); unpatch()`. Each
@@ -363,8 +363,9 @@ def test_the_first_session_proves_the_handles_and_changes_nothing(fastmts, monke
 
 @pytest.mark.parametrize('failure', ['wrong name', 'unreadable'])
 def test_unreachable_handles_fail_the_first_session_in_one_line(fastmts, monkeypatch, failure):
-  """What `import fastmts` raised (as ImportError) before issue 24: now the
-  first session a monitored session makes raises it, before any native run."""
+  """TF handles fastmts cannot reach fail the first session a monitored
+  session makes, in one line, before any native run (not `import fastmts`,
+  which changes nothing until a session is made)."""
   from fastmts import _tensorflow  # pylint: disable=g-import-not-at-top
 
   def operation_name(c_op):

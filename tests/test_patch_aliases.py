@@ -1,4 +1,4 @@
-"""fastmts.patch() reaches every alias of the names it rebinds (issue 39, item 2).
+"""fastmts.patch() reaches every alias of the names it rebinds.
 
 TF and tensorflow-estimator expose the same objects from many modules:
 `tf.compat.v1.train`, `tf.train` (a module of its own in 1.15), `tf.estimator`
