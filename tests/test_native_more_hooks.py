@@ -527,7 +527,7 @@ def _slow_step_graph(seconds):
 
 @pytest.mark.timeout(60)
 def test_step_counter_records_reach_python_within_their_delay(fastmts):
-  """A record waits at most GlobalStepGatedHook::kMaxRecordDelay (0.1 s)
+  """A record waits at most StepCounterHook::kMaxRecordDelay (0.1 s)
   for the next step boundary before going to the writer: over a 0.6 s loop
   of ~2 ms steps the writer hears of the records while the loop runs, every
   one of them, in order."""
