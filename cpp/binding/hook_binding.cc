@@ -208,35 +208,10 @@ std::shared_ptr<GlobalStepWaiterHook> make_global_step_waiter_hook(py::function 
       holding_gil([wait]() { return wait().cast<bool>(); }));
 }
 
-}  // namespace
-
-void register_hooks(py::module_& m) {
-  py::class_<Hook, HookPtr>(m, "Hook");
-  py::class_<PythonHook, Hook, std::shared_ptr<PythonHook>>(m, "PythonHook")
-      .def(py::init<py::object, py::object>(), py::arg("hook"), py::arg("runner"));
-
-  py::class_<StopAtStepHook, Hook, std::shared_ptr<StopAtStepHook>>(m, "StopAtStepHook")
-      .def(py::init(&make_stop_at_step_hook), py::kw_only(), py::arg("global_step_op"),
-           py::arg("global_step_index"), py::arg("num_steps"), py::arg("last_step"),
-           py::arg("on_last_step"));
-
-  py::class_<NanTensorHook, Hook, std::shared_ptr<NanTensorHook>>(m, "NanTensorHook")
-      .def(py::init(&make_nan_tensor_hook), py::kw_only(), py::arg("loss_op"),
-           py::arg("loss_index"), py::arg("fail_on_nan_loss"), py::arg("on_nan"));
-
-  py::class_<LoggingTensorHook, Hook, std::shared_ptr<LoggingTensorHook>> logging_tensor(
-      m, "LoggingTensorHook");
-  logging_tensor
-      .def(py::init(&make_logging_tensor_hook), py::kw_only(), py::arg("tensors"),
-           py::arg("every_secs"), py::arg("every_steps"), py::arg("never"), py::arg("log"),
-           py::arg("end"))
-      .def_property_readonly("iter_count", &LoggingTensorHook::iter_count)
-      .def(
-          "set_quiet_unless_logged_by",
-          [](LoggingTensorHook& h, py::object logger) { h.set_quiet_unless(info_logged_by(logger)); },
-          py::arg("logger"));
-  with_timer_state<LoggingTensorHook>(logging_tensor);
-
+// The hooks that follow the global step on TF's timer: CheckpointSaverHook
+// and StepCounterHook (a GlobalStepGate), SummarySaverHook and ProfilerHook
+// (a StepSchedule).
+void register_global_step_hooks(py::module_& m) {
   py::class_<CheckpointSaverHook, Hook, std::shared_ptr<CheckpointSaverHook>> checkpoint_saver(
       m, "CheckpointSaverHook");
   checkpoint_saver.def(py::init(&make_checkpoint_saver_hook), py::kw_only(),
@@ -282,6 +257,38 @@ void register_hooks(py::module_& m) {
            py::arg("after_run"), py::arg("end"))
       .def_property_readonly("next_step", &ProfilerHook::next_step);
   with_timer_state<ProfilerHook>(profiler);
+}
+
+}  // namespace
+
+void register_hooks(py::module_& m) {
+  py::class_<Hook, HookPtr>(m, "Hook");
+  py::class_<PythonHook, Hook, std::shared_ptr<PythonHook>>(m, "PythonHook")
+      .def(py::init<py::object, py::object>(), py::arg("hook"), py::arg("runner"));
+
+  py::class_<StopAtStepHook, Hook, std::shared_ptr<StopAtStepHook>>(m, "StopAtStepHook")
+      .def(py::init(&make_stop_at_step_hook), py::kw_only(), py::arg("global_step_op"),
+           py::arg("global_step_index"), py::arg("num_steps"), py::arg("last_step"),
+           py::arg("on_last_step"));
+
+  py::class_<NanTensorHook, Hook, std::shared_ptr<NanTensorHook>>(m, "NanTensorHook")
+      .def(py::init(&make_nan_tensor_hook), py::kw_only(), py::arg("loss_op"),
+           py::arg("loss_index"), py::arg("fail_on_nan_loss"), py::arg("on_nan"));
+
+  py::class_<LoggingTensorHook, Hook, std::shared_ptr<LoggingTensorHook>> logging_tensor(
+      m, "LoggingTensorHook");
+  logging_tensor
+      .def(py::init(&make_logging_tensor_hook), py::kw_only(), py::arg("tensors"),
+           py::arg("every_secs"), py::arg("every_steps"), py::arg("never"), py::arg("log"),
+           py::arg("end"))
+      .def_property_readonly("iter_count", &LoggingTensorHook::iter_count)
+      .def(
+          "set_quiet_unless_logged_by",
+          [](LoggingTensorHook& h, py::object logger) { h.set_quiet_unless(info_logged_by(logger)); },
+          py::arg("logger"));
+  with_timer_state<LoggingTensorHook>(logging_tensor);
+
+  register_global_step_hooks(m);
 
   py::class_<EndOnlyHook, Hook, std::shared_ptr<EndOnlyHook>>(m, "EndOnlyHook")
       .def(py::init([](py::function end) { return std::make_shared<EndOnlyHook>(python_action(end)); }),

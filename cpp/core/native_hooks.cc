@@ -201,10 +201,10 @@ void StepCounterHook::end(const SessionRunner&) {
 }
 
 SummarySaverHook::SummarySaverHook(Config config)
-    : config_(std::move(config)),
-      read_(config_.global_step),
-      read_step_and_summaries_(read_.plan()),
-      schedule_(config_.timer, /*due_on_first_step=*/true) {}
+    : ScheduledHook(config.global_step, config.timer, /*due_on_first_step=*/true,
+                    std::move(config.end)),
+      after_run_(std::move(config.after_run)),
+      read_step_and_summaries_(read_.plan()) {}
 
 void SummarySaverHook::set_summaries(PlanPtr summaries) {
   has_summaries_ = summaries != nullptr;
@@ -228,10 +228,7 @@ void SummarySaverHook::after_run(StepContext& ctx, const RunRequest& request,
                                  const Fetched* outputs, const std::string&) {
   const int64_t stale = scalar_as_int64((*outputs)[0].get());
   const bool due = StepSchedule::marked_due(request);
-  if (schedule_.started() && !due) {
-    schedule_.set_next_step(stale + 2);  // as TF: the step after this one's (stale + 1)
-    return;
-  }
+  if (skipped(stale, due)) return;
   if (schedule_.started() && !has_summaries_) {
     // With no summary op the hook acts on nothing but its first step: TF's
     // after_run only reads the step afresh and moves its timer.
@@ -244,7 +241,7 @@ void SummarySaverHook::after_run(StepContext& ctx, const RunRequest& request,
   std::vector<SharedTensor> summaries;
   if (due) summaries = outputs->to_vector(1);
   schedule_.set_next_step(
-      config_.after_run(stale, schedule_.next_step(), due, due ? &summaries : nullptr));
+      after_run_(stale, schedule_.next_step(), due, due ? &summaries : nullptr));
 }
 
 bool SummarySaverHook::write_natively(StepContext& ctx, int64_t stale, bool due,
@@ -278,9 +275,9 @@ bool SummarySaverHook::write_natively(StepContext& ctx, int64_t stale, bool due,
 }
 
 ProfilerHook::ProfilerHook(Config config)
-    : config_(std::move(config)),
-      read_(config_.global_step),
-      schedule_(config_.timer, /*due_on_first_step=*/false) {}
+    : ScheduledHook(config.global_step, config.timer, /*due_on_first_step=*/false,
+                    std::move(config.end)),
+      after_run_(std::move(config.after_run)) {}
 
 void ProfilerHook::before_run(StepContext&, RunRequest& request) {
   request.plan = read_.plan();
@@ -294,11 +291,8 @@ void ProfilerHook::after_run(StepContext&, const RunRequest& request, const Fetc
                              const std::string& run_metadata) {
   const int64_t stale = scalar_as_int64((*outputs)[0].get());
   const bool due = StepSchedule::marked_due(request);
-  if (schedule_.started() && !due) {
-    schedule_.set_next_step(stale + 2);  // as TF: the step after this one's (stale + 1)
-    return;
-  }
-  schedule_.set_next_step(config_.after_run(stale, schedule_.next_step(), due, run_metadata));
+  if (skipped(stale, due)) return;
+  schedule_.set_next_step(after_run_(stale, schedule_.next_step(), due, run_metadata));
 }
 
 }  // namespace fastmts

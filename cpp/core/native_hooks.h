@@ -228,6 +228,47 @@ class StepCounterHook : public Hook {
   std::atomic<double> first_rate_waiting_since_{0};  // steady seconds; 0: none
 };
 
+// The configuration of a ScheduledHook: `after_run` is TF's own after_run on
+// the hook object (it returns the step the hook expects next), `end` TF's end.
+template <typename AfterRunFn>
+struct ScheduledHookConfig {
+  TF_Output global_step;
+  SecondOrStepTimer timer;
+  AfterRunFn after_run;
+  std::function<void()> end;
+};
+
+// What SummarySaverHook and ProfilerHook share: the global step fetched every
+// step, the schedule (StepSchedule), TF's own end; only a due step's values go
+// on to Python.
+class ScheduledHook : public Hook {
+ public:
+  bool keeps_values(const RunRequest& request) const override {
+    return StepSchedule::marked_due(request);
+  }
+  void end(const SessionRunner&) override { end_(); }
+  std::optional<int64_t> next_step() const { return schedule_.next_step(); }
+  SecondOrStepTimer& timer() { return schedule_.timer(); }
+
+ protected:
+  ScheduledHook(TF_Output global_step, SecondOrStepTimer timer, bool due_on_first_step,
+                std::function<void()> end)
+      : read_(global_step), schedule_(timer, due_on_first_step), end_(std::move(end)) {}
+  // Past the first step, a step that is not due only moves the step
+  // expected next (as TF: the step after this one's, stale + 1); true then.
+  bool skipped(int64_t stale, bool due) {
+    if (!schedule_.started() || due) return false;
+    schedule_.set_next_step(stale + 2);
+    return true;
+  }
+
+  GlobalStepRead read_;
+  StepSchedule schedule_;
+
+ private:
+  std::function<void()> end_;
+};
+
 // TF's SummarySaverHook: the global step is fetched every step and its
 // schedule (StepSchedule, due on its first step too) kept natively; on a due
 // step the summaries (set_summaries) are fetched as well. Writing to a native
@@ -236,19 +277,14 @@ class StepCounterHook : public Hook {
 // its first step, `after_run` -- TF's own after_run on the hook object --
 // runs and returns the step it expects next. Every other step is native.
 // `end` is TF's own (it flushes the writer).
-class SummarySaverHook : public Hook {
+class SummarySaverHook : public ScheduledHook {
  public:
   // TF's after_run: (stale step, expected step, due, the summaries fetched
   // or null) -> the step expected next.
   using AfterRunFn = std::function<std::optional<int64_t>(
       int64_t stale_step, std::optional<int64_t> next_step, bool due,
       const std::vector<SharedTensor>* summaries)>;
-  struct Config {
-    TF_Output global_step;
-    SecondOrStepTimer timer;
-    AfterRunFn after_run;
-    std::function<void()> end;
-  };
+  using Config = ScheduledHookConfig<AfterRunFn>;
   explicit SummarySaverHook(Config config);
   // The summaries to fetch on due steps (resolved after session creation,
   // when the Scaffold has its summary op); null for none.
@@ -260,22 +296,13 @@ class SummarySaverHook : public Hook {
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
                  const std::string& run_metadata) override;
-  // Only the summaries of a due step go on to Python.
-  bool keeps_values(const RunRequest& request) const override {
-    return StepSchedule::marked_due(request);
-  }
-  void end(const SessionRunner&) override { config_.end(); }
-  std::optional<int64_t> next_step() const { return schedule_.next_step(); }
-  SecondOrStepTimer& timer() { return schedule_.timer(); }
 
  private:
   // TF's after_run written natively; false (nothing done) when it cannot be.
   bool write_natively(StepContext& ctx, int64_t stale, bool due, const Fetched& outputs);
 
-  Config config_;
-  GlobalStepRead read_;
+  AfterRunFn after_run_;
   PlanPtr read_step_and_summaries_;
-  StepSchedule schedule_;
   bool has_summaries_ = false;
   std::shared_ptr<SummaryWriter> summary_writer_;
 };
@@ -286,35 +313,22 @@ class SummarySaverHook : public Hook {
 // timeline -- runs with the step's RunMetadata and returns the step it
 // expects next; so does the first step (TF starts its timer there). Every
 // other step is native. `end` is TF's own.
-class ProfilerHook : public Hook {
+class ProfilerHook : public ScheduledHook {
  public:
   // TF's after_run: (stale step, expected step, due, serialized
   // RunMetadata) -> the step expected next.
   using AfterRunFn = std::function<std::optional<int64_t>(
       int64_t stale_step, std::optional<int64_t> next_step, bool due,
       const std::string& run_metadata)>;
-  struct Config {
-    TF_Output global_step;
-    SecondOrStepTimer timer;
-    AfterRunFn after_run;
-    std::function<void()> end;
-  };
+  using Config = ScheduledHookConfig<AfterRunFn>;
   explicit ProfilerHook(Config config);
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
                  const std::string& run_metadata) override;
-  bool keeps_values(const RunRequest& request) const override {
-    return StepSchedule::marked_due(request);
-  }
-  void end(const SessionRunner&) override { config_.end(); }
-  std::optional<int64_t> next_step() const { return schedule_.next_step(); }
-  SecondOrStepTimer& timer() { return schedule_.timer(); }
 
  private:
-  Config config_;
-  GlobalStepRead read_;
-  StepSchedule schedule_;
+  AfterRunFn after_run_;
 };
 
 // True when a float scalar (half, float, double, bfloat16) is NaN.
