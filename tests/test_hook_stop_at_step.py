@@ -67,6 +67,16 @@ def test_stop_at_step_keeps_last_step_when_a_later_hook_fails_creation(check):
                             STEPS_10[:3]))
 
 
+def _train_checkpointed_until_stop(impl, workdir, hook, train):
+  """A MonitoredTrainingSession saving every 2 steps to `workdir` with `hook`
+  alone, trained until it stops: (the steps' results, the hook's _last_step)."""
+  with impl.MonitoredTrainingSession(
+      checkpoint_dir=workdir, hooks=[hook], save_checkpoint_steps=2,
+      save_summaries_steps=None, save_summaries_secs=None,
+      log_step_count_steps=None) as sess:
+    return _train_until_stop(sess, train), int(hook._last_step)  # pylint: disable=protected-access
+
+
 def test_stop_at_step_num_steps_reused_after_restore(check):
   """The second session restores global step 5 from the checkpoint; the
   hook's _last_step stays 5 (not 5 + 5), so it stops after one step."""
@@ -77,11 +87,7 @@ def test_stop_at_step_num_steps_reused_after_restore(check):
       hook = v1.train.StopAtStepHook(num_steps=5)
       out = []
       for _ in range(2):
-        with impl.MonitoredTrainingSession(
-            checkpoint_dir=workdir, hooks=[hook], save_checkpoint_steps=2,
-            save_summaries_steps=None, save_summaries_secs=None,
-            log_step_count_steps=None) as sess:
-          out.append((_train_until_stop(sess, train), int(hook._last_step)))  # pylint: disable=protected-access
+        out.append(_train_checkpointed_until_stop(impl, workdir, hook, train))
     return out, ckpt_files(workdir)
 
   check(scenario, expected=(
@@ -101,11 +107,7 @@ def test_stop_at_step_last_step_after_restore(check):
                    v1.train.StopAtStepHook(last_step=7),
                    v1.train.StopAtStepHook(last_step=5),  # already passed
                    v1.train.StopAtStepHook(num_steps=2)):
-        with impl.MonitoredTrainingSession(
-            checkpoint_dir=workdir, hooks=[hook], save_checkpoint_steps=2,
-            save_summaries_steps=None, save_summaries_secs=None,
-            log_step_count_steps=None) as sess:
-          out.append((_train_until_stop(sess, train), int(hook._last_step)))  # pylint: disable=protected-access
+        out.append(_train_checkpointed_until_stop(impl, workdir, hook, train))
     return out, ckpt_files(workdir)
 
   check(scenario, expected=(
