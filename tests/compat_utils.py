@@ -221,15 +221,64 @@ def save_graph_def_kwargs(save_graph_def):
   return {'save_graph_def': False}
 
 
-def run_steps(impl, sess, fetches, max_steps=None, feed_dict=None):
-  """TF: the loop run_steps stands for; fastmts: ``sess.run_steps``."""
+# An argument a helper leaves out of the call it makes (the callee's default
+# applies).
+NOT_PASSED = object()
+
+
+def run_steps_or_tf_loop(impl, sess, fetches, max_steps=NOT_PASSED, feed_dict=NOT_PASSED,
+                         positional=False):
+  """TF: the Python loop that run_steps stands for; fastmts: ``sess.run_steps``.
+
+  Arguments left NOT_PASSED are not passed to run_steps (its defaults apply);
+  `positional` passes max_steps and feed_dict positionally.
+  """
   if impl is TF_IMPL:
-    result, n = None, 0
+    max_steps = None if max_steps is NOT_PASSED else max_steps
+    feed_dict = None if feed_dict is NOT_PASSED else feed_dict
+    result = None
+    n = 0
     while not sess.should_stop() and (max_steps is None or n < max_steps):
       result = sess.run(fetches, feed_dict=feed_dict)
       n += 1
     return result
-  return sess.run_steps(fetches, max_steps=max_steps, feed_dict=feed_dict)
+  if positional:
+    return sess.run_steps(fetches, None if max_steps is NOT_PASSED else max_steps,
+                          None if feed_dict is NOT_PASSED else feed_dict)
+  kwargs = {}
+  if max_steps is not NOT_PASSED:
+    kwargs['max_steps'] = max_steps
+  if feed_dict is not NOT_PASSED:
+    kwargs['feed_dict'] = feed_dict
+  return sess.run_steps(fetches, **kwargs)
+
+
+def global_step_of(sess):
+  """The global step, read on the raw session (no hooks run; allowed after
+  should_stop())."""
+  gs = tf.compat.v1.train.get_global_step()
+  return sess.run_step_fn(lambda step_context: step_context.session.run(gs))
+
+
+# The monitored session classes monitored_session_of_kind makes.
+SESSION_KINDS = ['monitored', 'singular', 'training']
+
+
+def monitored_session_of_kind(impl, kind, hooks, workdir, **kwargs):
+  """impl's MonitoredSession, SingularMonitoredSession or
+  MonitoredTrainingSession (`kind`, one of SESSION_KINDS) with `hooks`.
+
+  MonitoredTrainingSession's default StepCounterHook and SummarySaverHook
+  run too (every 2 steps, checkpoints in `workdir` as well).
+  """
+  if kind == 'monitored':
+    return impl.MonitoredSession(hooks=hooks, **kwargs)
+  if kind == 'singular':
+    return impl.SingularMonitoredSession(hooks=hooks, **kwargs)
+  assert kind == 'training'
+  return impl.MonitoredTrainingSession(
+      checkpoint_dir=workdir, hooks=hooks, save_checkpoint_steps=2,
+      save_summaries_steps=2, log_step_count_steps=2, **kwargs)
 
 
 def ckpt_files(directory):

@@ -1,23 +1,31 @@
-"""Helpers shared by the tests of the hooks fastmts runs natively.
-
-Used by test_native_stock_hooks.py, test_native_loop.py,
-test_native_more_hooks.py and test_coordinator_queues.py:
+"""Helpers shared by the tests of the hooks fastmts runs natively
+(test_hook_*.py, test_native_loop.py, test_coordinator_queues.py, ...):
 
 * what a user observes, as expected values: ``CREATED`` (the lines
   MonitoredSession's session manager logs while creating the session),
   ``NAN_LOSS`` / ``DIVERGED_ERROR`` / ``DIVERGED_WARNING`` (NanTensorHook),
-  ``STEPS_10`` (the results of ten train runs from step 0);
-* :func:`tf_log`, recording what is logged to TF's logger ('tensorflow');
-* :func:`step_graph` and :func:`nan_at`, graphs whose values depend only on
-  the global step, and :func:`global_step_read_after`;
+  ``STEPS_10`` (the results of ten train runs from step 0), ``GRAPHS`` and
+  :func:`summary` / :func:`start` / :func:`ckpt_log` (event records),
+  :func:`ckpt_names` and :func:`save_lines` (CheckpointSaverHook's files and
+  log lines);
+* :func:`tf_log`, recording what is logged to TF's logger ('tensorflow'),
+  and :func:`in_dir` / ``STEP_RATE``, to compare its lines across runs;
+* :func:`step_graph`, :func:`read_first_graph` and :func:`nan_at`, graphs
+  whose values depend only on the global step, and
+  :func:`global_step_read_after`;
 * :func:`schedule_state`, what a stock hook object holds of its schedule;
-* :func:`events`, the records of a directory's event files.
+* :func:`events`, the records of a directory's event files, and
+  :func:`flush_cached_writer`;
+* :func:`controlled_time` (a :class:`FakeClock` that ``time.time`` reads)
+  and :func:`tick_runs`, for seconds-based triggers;
+* :func:`run_n_times`, n plain ``sess.run`` calls.
 """
 
 import contextlib
 import logging
 import os
 import re
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -178,3 +186,144 @@ def events(directory, rates=True):
       elif what in ('graph_def', 'meta_graph_def'):
         out.append((what, e.step))
   return len(names), out
+
+
+class FakeClock:
+  """A monotonic clock that only moves when advanced."""
+
+  def __init__(self, start=1000.0):
+    self.now = float(start)
+
+  def __call__(self):
+    return self.now
+
+  def advance(self, secs):
+    self.now += secs
+
+
+@contextlib.contextmanager
+def controlled_time(impl, monkeypatch):
+  """Yields a FakeClock that `time.time` reads until the block exits, even
+  when it raises. fastmts's native timers follow the patch by themselves,
+  as TF's Python timers do."""
+  del impl
+  clock = FakeClock()
+  with monkeypatch.context() as patch:
+    patch.setattr(time, 'time', clock)
+    yield clock
+
+
+_ADDRESS = re.compile(r' at 0x[0-9a-fA-F]+')
+
+
+# StepCounterHook's log line; the rate is timing unless on a fake clock.
+STEP_RATE = re.compile(r'(global_step/sec: )[0-9.e+-]+')
+
+
+def in_dir(workdir, lines):
+  """Log lines with the work directory replaced by '<dir>' and object
+  addresses dropped, so runs in different directories compare."""
+  return [(level, _ADDRESS.sub('', msg.replace(str(workdir), '<dir>')))
+          for level, msg in lines]
+
+
+def read_first_graph():
+  """Like hook_test_utils.step_graph, for hooks whose schedule
+  depends on the "stale" global step they fetch with the train op.
+
+  The increment waits for the global-step read tensor the stock hooks fetch
+  (`_get_or_create_global_step_read`, as Estimator does) and for every value
+  computed from the step, including `doubled` (= step, for summaries), so all
+  of them are the step before the run's increment.  (Without this the hooks'
+  read races the increment; and a value computed from `loss` outside the
+  increment's dependencies can make even the fetched `step` show the
+  incremented value, grappler turning the reads into aliases of the
+  variable that the in-place AssignAdd then updates.)
+
+  Returns (step, loss, train); the graph also has 'doubled:0' (see
+  doubled()).
+  """
+  gs = v1.train.get_or_create_global_step()
+  # pylint: disable-next=protected-access
+  read = training_util._get_or_create_global_step_read()
+  step = tf.identity(read, name='step')
+  loss = tf.identity(tf.cast(step, tf.float32) * 0.5, name='loss')
+  twice = tf.identity(loss * 2.0, name='doubled')
+  with tf.control_dependencies([step, loss, twice]):
+    train = v1.assign_add(gs, 1, name='train')
+  return step, loss, train
+
+
+def doubled():
+  """read_first_graph's `loss * 2`, computed before the increment."""
+  return v1.get_default_graph().get_tensor_by_name('doubled:0')
+
+
+def flush_cached_writer(directory):
+  """Flushes the FileWriterCache writer of `directory` (hooks that do not
+  flush themselves: StepCounterHook, ProfilerHook)."""
+  v1.summary.FileWriterCache.get(directory).flush()
+
+
+# What a writer records of the graph: a FileWriterCache writer when created
+# (SummarySaverHook, StepCounterHook, ProfilerHook), CheckpointSaverHook after
+# the session is created.
+GRAPHS = [('graph_def', 0), ('meta_graph_def', 0)]
+
+
+def summary(tag, step, value):
+  return ('summary', tag, step, value)
+
+
+def start(step):
+  return ('session_log', 'START', step, '')
+
+
+def ckpt_log(step):
+  return ('session_log', 'CHECKPOINT', step, 'model.ckpt')
+
+
+def ckpt_names(*steps):
+  return sorted('model.ckpt-%d.%s' % (s, ext) for s in steps
+                for ext in ('data-00000-of-00001', 'index', 'meta'))
+
+
+def run_n_times(sess, fetches, n):
+  """The results of `n` plain sess.run(fetches) calls."""
+  return [sess.run(fetches) for _ in range(n)]
+
+
+def save_lines(steps, stop_at=(), listener_class=None):
+  """CheckpointSaverHook's log lines for saves at `steps`, a listener of
+  `listener_class` requesting stop at the steps in `stop_at`."""
+  out = []
+  for s in steps:
+    out += [('INFO', 'Calling checkpoint listeners before saving checkpoint '
+             '%d...' % s),
+            ('INFO', 'Saving checkpoints for %d into <dir>/model.ckpt.' % s),
+            ('INFO', 'Calling checkpoint listeners after saving checkpoint '
+             '%d...' % s)]
+    if s in stop_at:
+      out.append(('INFO', 'A CheckpointSaverListener requested that training '
+                  'be stopped. listener: <%s.%s object>' % (
+                      listener_class.__module__, listener_class.__name__)))
+  return out
+
+
+TICK = 1.5
+
+
+def tick_runs(impl, monkeypatch, fetches, hooks=(), new_session=None,
+               n=10):
+  """Under controlled_time, creates impl.MonitoredSession(hooks=hooks) (or
+  new_session()) and runs `fetches` n times, the clock moving TICK before
+  each run; returns the results."""
+  with controlled_time(impl, monkeypatch) as clock:
+    if new_session is None:
+      new_session = lambda: impl.MonitoredSession(hooks=list(hooks))
+    with new_session() as sess:
+      results = []
+      for _ in range(n):
+        clock.advance(TICK)
+        results.append(sess.run(fetches))
+  return results

@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from compat_utils import (TF_IMPL, Raised, ckpt_files, outcome, raised,
-                          recording_hook_class, run_steps, without_random_file_names,
-                          without_stack_trace)
+from compat_utils import (SESSION_KINDS, TF_IMPL, Raised, ckpt_files, global_step_of,
+                          monitored_session_of_kind, outcome, raised, recording_hook_class,
+                          run_steps_or_tf_loop, without_random_file_names, without_stack_trace)
 from hook_test_utils import step_graph
 
 v1 = tf.compat.v1
@@ -63,26 +63,6 @@ def class_of(result):
 
 def I(n):  # pylint: disable=invalid-name
   return np.int64(n)
-
-
-def global_step_of(sess):
-  """The global step, read on the raw session (no hooks run)."""
-  gs = v1.train.get_global_step()
-  return sess.run_step_fn(lambda step_context: step_context.session.run(gs))
-
-
-SESSION_KINDS = ['monitored', 'singular', 'training']
-
-
-def make_session(impl, kind, hooks, workdir):
-  if kind == 'monitored':
-    return impl.MonitoredSession(hooks=hooks)
-  if kind == 'singular':
-    return impl.SingularMonitoredSession(hooks=hooks)
-  assert kind == 'training'
-  return impl.MonitoredTrainingSession(
-      checkpoint_dir=workdir, hooks=hooks, save_checkpoint_steps=2,
-      save_summaries_steps=2, log_step_count_steps=2)
 
 
 # Hooks around the bad call: none (the fastest path), one natively run stock
@@ -228,7 +208,7 @@ def _bad_run_scenario(case, hooks, via, hook_calls=False):
       if via == 'run':
         err = outcome(sess.run, fetches, **kwargs)
       else:
-        err = outcome(run_steps, impl, sess, fetches, max_steps=1,
+        err = outcome(run_steps_or_tf_loop, impl, sess, fetches, max_steps=1,
                       feed_dict=kwargs.get('feed_dict'))
       err = clean(err, obj=t[obj_key] if obj_key else None)
       if not isinstance(expected, Raised):
@@ -503,8 +483,8 @@ def test_bad_request_on_a_later_step(check, via):
       if via == 'run':
         first = [outcome(sess.run, train) for _ in range(3)]
       else:
-        first = outcome(run_steps, impl, sess, train)
-      return (first, global_step_of(sess), run_steps(impl, sess, train),
+        first = outcome(run_steps_or_tf_loop, impl, sess, train)
+      return (first, global_step_of(sess), run_steps_or_tf_loop(impl, sess, train),
               sess.should_stop(), outcome(sess.close), [e[1] for e in log])
 
   err = Raised(AttributeError, "'dict' object has no attribute 'fetches'")
@@ -535,7 +515,7 @@ def test_run_after_stop(check, kind):
       step, _, train = step_graph()
       hooks = [v1.train.StopAtStepHook(last_step=2),
                recording_hook_class(impl)('h', log)]
-      sess = make_session(impl, kind, hooks, workdir)
+      sess = monitored_session_of_kind(impl, kind, hooks, workdir)
       steps = []
       while not sess.should_stop():
         steps.append(sess.run(train))
@@ -587,7 +567,7 @@ def test_run_steps_after_close(check, kind):
   def scenario(impl, workdir):
     with tf.Graph().as_default():
       _, _, train = step_graph()
-      sess = make_session(impl, kind, [], workdir)
+      sess = monitored_session_of_kind(impl, kind, [], workdir)
       first = sess.run(train)
       sess.close()
       if impl is TF_IMPL:
@@ -614,11 +594,11 @@ def test_run_steps_after_stop(check, kind):
       _, _, train = step_graph()
       hooks = [v1.train.StopAtStepHook(last_step=3),
                recording_hook_class(impl)('h', log)]
-      sess = make_session(impl, kind, hooks, workdir)
-      first = run_steps(impl, sess, train)
+      sess = monitored_session_of_kind(impl, kind, hooks, workdir)
+      first = run_steps_or_tf_loop(impl, sess, train)
       del log[:]
-      again = [run_steps(impl, sess, train),
-               run_steps(impl, sess, train, max_steps=2),
+      again = [run_steps_or_tf_loop(impl, sess, train),
+               run_steps_or_tf_loop(impl, sess, train, max_steps=2),
                global_step_of(sess), list(log), outcome(sess.run, train)]
       return first, again, outcome(sess.close), [e[1] for e in log]
 
@@ -639,7 +619,7 @@ _STEP_COUNTER_ARGS = ('exactly one of every_n_steps and every_n_secs should '
 
 # name -> (make(impl, t, workdir), message of TF's ValueError).
 # StopAtStepHook both/neither: test_session_creation.py::
-# test_stop_at_step_hook_errors; SummarySaverHook: test_native_more_hooks.py::
+# test_stop_at_step_hook_errors; SummarySaverHook: test_hook_summary_saver.py::
 # test_summary_saver_bad_arguments.
 _HOOK_ARGS = {
     'LoggingTensorHook-neither': (
@@ -725,7 +705,7 @@ def test_stop_at_step_hook_negative_or_zero(check, kwargs, via):
             while not sess.should_stop() and len(steps) < 5:
               steps.append(sess.run(train))
           else:
-            steps = run_steps(impl, sess, train, max_steps=5)
+            steps = run_steps_or_tf_loop(impl, sess, train, max_steps=5)
           out.append((before, steps, sess.should_stop(),
                       outcome(sess.run, train)))
     last = hook._last_step  # pylint: disable=protected-access
@@ -790,7 +770,7 @@ def test_nan_tensor_hook_given_a_non_tensor(check, loss, via):
         if via == 'run':
           err = outcome(sess.run, t['train'])
         else:
-          err = outcome(run_steps, impl, sess, t['train'], max_steps=3)
+          err = outcome(run_steps_or_tf_loop, impl, sess, t['train'], max_steps=3)
         out.append((clean(err, obj=t['fn']), global_step_of(sess)))
       return out, sess.should_stop(), outcome(sess.close)
 

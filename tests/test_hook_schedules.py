@@ -43,8 +43,8 @@ from tensorflow.python.training import training_util
 import compat_utils
 from compat_utils import (TF_IMPL, assert_same, ckpt_files, outcome, resource_variables,
                           without_stack_trace)
-from hook_test_utils import global_step_read_after, schedule_state, tf_log
-from test_native_more_hooks import STEP_RATE, controlled_time, events, in_dir
+from hook_test_utils import (STEP_RATE, controlled_time, events, global_step_read_after, in_dir,
+                             schedule_state, tf_log)
 
 v1 = tf.compat.v1
 
@@ -134,7 +134,7 @@ def _graph(kind, nan_at, data_steps, clock=None, tick=None):
   if data_steps is not None:
     data.append(v1.data.make_one_shot_iterator(tf.data.Dataset.range(data_steps)).get_next())
   if kind == 'read_first':
-    # As test_native_more_hooks.read_first_graph: the increment waits for
+    # As hook_test_utils.read_first_graph: the increment waits for
     # the read tensor the hooks fetch and for the loss, so both are the
     # step before this run's increment.
     step = tf.identity(training_util._get_or_create_global_step_read(), name='step')  # pylint: disable=protected-access
@@ -254,7 +254,7 @@ def _scenario(impl, workdir, setup, monkeypatch=None):
             got = [without_stack_trace(outcome(sess.run, train)) for _ in range(n)]
           else:
             got = without_stack_trace(
-                outcome(compat_utils.run_steps, impl, sess, train, max_steps=n))
+                outcome(compat_utils.run_steps_or_tf_loop, impl, sess, train, max_steps=n))
           trace.append((kind, got, sess.should_stop()))
         if setup['with_raises']:
           raise ValueError('the with block failed')

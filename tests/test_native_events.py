@@ -50,7 +50,7 @@ from tensorflow.python.summary.writer import event_file_writer as tf_event_file_
 from tensorflow.python.summary.writer import writer as tf_writer
 from tensorflow.python.training import training_util
 
-from compat_utils import TF_IMPL, Raised, outcome, run_steps
+from compat_utils import TF_IMPL, Raised, outcome, run_steps_or_tf_loop
 from hook_test_utils import tf_log
 
 try:
@@ -212,7 +212,7 @@ def _train_to_stop(impl, sess, train, workdir, loop='run'):
   sess.run(train)
   kind = _writer_kind(workdir)
   if loop == 'run_steps':
-    run_steps(impl, sess, train)
+    run_steps_or_tf_loop(impl, sess, train)
   while not sess.should_stop():
     sess.run(train)
   return kind

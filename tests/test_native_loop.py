@@ -4,7 +4,7 @@
   monitored sessions: the loop ``while not sess.should_stop() and (max_steps is
   None or n < max_steps): result = sess.run(fetches, feed_dict=feed_dict)``
   run in C++.  In the TF run of a scenario that loop is written in Python
-  (:func:`run_steps`); ``check`` (conftest.py) compares the two.
+  (:func:`compat_utils.run_steps_or_tf_loop`); ``check`` (conftest.py) compares the two.
 * SIGINT during ``run_steps`` (in a child process).
 * ``fastmts.patch()`` / ``fastmts.unpatch()``.
 * ``fastmts.report_hook_costs()`` and ``sess.hook_cost_report()`` (fastmts
@@ -28,15 +28,13 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.training import training_util
 
-from compat_utils import (TF_IMPL, Raised, child_env, ckpt_files, outcome, raised,
-                          recording_hook_class, without_stack_trace)
+from compat_utils import (NOT_PASSED, SESSION_KINDS, TF_IMPL, Raised, child_env, ckpt_files,
+                          global_step_of, monitored_session_of_kind, outcome, raised,
+                          recording_hook_class, run_steps_or_tf_loop, without_stack_trace)
 from hook_test_utils import (CREATED, DIVERGED_ERROR, DIVERGED_WARNING,
                              NAN_LOSS, nan_at, step_graph, tf_log)
 
 v1 = tf.compat.v1
-
-_UNSET = object()
-
 
 # ---------------------------------------------------------------------------
 # Helpers
@@ -51,57 +49,6 @@ def tf_outcome(fn, *args, **kwargs):
                                                tf.errors.OpError):
     result = Raised(result.type, re.sub(r"'_\d+_q'", "'_N_q'", result.message))
   return result
-
-
-def run_steps(impl, sess, fetches, max_steps=_UNSET, feed_dict=_UNSET,
-              positional=False):
-  """TF: the reference Python loop; fastmts: ``sess.run_steps``.
-
-  Arguments left _UNSET are not passed to run_steps (its defaults apply);
-  `positional` passes max_steps and feed_dict positionally.
-  """
-  if impl is TF_IMPL:
-    max_steps = None if max_steps is _UNSET else max_steps
-    feed_dict = None if feed_dict is _UNSET else feed_dict
-    result = None
-    n = 0
-    while not sess.should_stop() and (max_steps is None or n < max_steps):
-      result = sess.run(fetches, feed_dict=feed_dict)
-      n += 1
-    return result
-  if positional:
-    return sess.run_steps(fetches, None if max_steps is _UNSET else max_steps,
-                          None if feed_dict is _UNSET else feed_dict)
-  kwargs = {}
-  if max_steps is not _UNSET:
-    kwargs['max_steps'] = max_steps
-  if feed_dict is not _UNSET:
-    kwargs['feed_dict'] = feed_dict
-  return sess.run_steps(fetches, **kwargs)
-
-
-def global_step_of(sess):
-  """The global step, read on the raw session (no hooks, allowed after
-  should_stop())."""
-  gs = v1.train.get_global_step()
-  return sess.run_step_fn(lambda step_context: step_context.session.run(gs))
-
-
-SESSION_KINDS = ['monitored', 'singular', 'training']
-
-
-def make_session(impl, kind, hooks, workdir, **kwargs):
-  if kind == 'monitored':
-    return impl.MonitoredSession(hooks=hooks, **kwargs)
-  if kind == 'singular':
-    return impl.SingularMonitoredSession(hooks=hooks, **kwargs)
-  assert kind == 'training'
-  # MonitoredTrainingSession's default StepCounterHook and SummarySaverHook
-  # run too (every 2 steps); their outputs (rates, event files) are not
-  # compared.
-  return impl.MonitoredTrainingSession(
-      checkpoint_dir=workdir, hooks=hooks, save_checkpoint_steps=2,
-      save_summaries_steps=2, log_step_count_steps=2, **kwargs)
 
 
 def _saved(*steps):
@@ -159,11 +106,11 @@ def test_run_steps_until_stop_at_step(check, kind, fetch):
       step, loss, train = step_graph()
       fetches = _FETCHES[fetch](step, loss, train)
       hooks = [v1.train.StopAtStepHook(last_step=5), hook('h', log)]
-      with make_session(impl, kind, hooks, workdir) as sess:
-        first = run_steps(impl, sess, fetches)
+      with monitored_session_of_kind(impl, kind, hooks, workdir) as sess:
+        first = run_steps_or_tf_loop(impl, sess, fetches)
         stop = sess.should_stop()
         n_log = len(log)
-        second = run_steps(impl, sess, fetches)
+        second = run_steps_or_tf_loop(impl, sess, fetches)
         ran_again = len(log) != n_log
         gs = global_step_of(sess)
     return first, stop, second, ran_again, gs, log, ckpt_files(workdir)
@@ -197,10 +144,10 @@ def test_run_steps_max_steps(check, max_steps):
       step, _, train = step_graph()
       with impl.MonitoredSession(
           hooks=[v1.train.StopAtStepHook(last_step=5)]) as sess:
-        m = _UNSET if max_steps == 'default' else max_steps
-        first = run_steps(impl, sess, train, max_steps=m)
+        m = NOT_PASSED if max_steps == 'default' else max_steps
+        first = run_steps_or_tf_loop(impl, sess, train, max_steps=m)
         out = [first, sess.should_stop(), global_step_of(sess)]
-        out.append(run_steps(impl, sess, [train, step], max_steps=None))
+        out.append(run_steps_or_tf_loop(impl, sess, [train, step], max_steps=None))
         out += [sess.should_stop(), global_step_of(sess)]
     return tuple(out)
 
@@ -222,7 +169,7 @@ def test_run_steps_repeated_without_stop_hook(check):
         del log[:]
         out = []
         for m in (2, 1, 0, 3):
-          out.append((run_steps(impl, sess, [step, train], max_steps=m),
+          out.append((run_steps_or_tf_loop(impl, sess, [step, train], max_steps=m),
                       sess.should_stop(), global_step_of(sess)))
         n_steps = sum(1 for e in log if e[1] == 'before_run')
     return out, n_steps
@@ -243,9 +190,9 @@ def test_run_steps_nan_tensor_hook_fail(check):
       hooks = [v1.train.StopAtStepHook(last_step=6),
                v1.train.NanTensorHook(loss, fail_on_nan_loss=True)]
       with impl.MonitoredSession(hooks=hooks) as sess:
-        out = [outcome(run_steps, impl, sess, [train, step]),
+        out = [outcome(run_steps_or_tf_loop, impl, sess, [train, step]),
                sess.should_stop(), global_step_of(sess)]
-        out += [outcome(run_steps, impl, sess, [train, step]),
+        out += [outcome(run_steps_or_tf_loop, impl, sess, [train, step]),
                 sess.should_stop(), global_step_of(sess)]
     return out, lines
 
@@ -265,9 +212,9 @@ def test_run_steps_nan_tensor_hook_stop(check):
       hooks = [v1.train.NanTensorHook(loss, fail_on_nan_loss=False),
                v1.train.StopAtStepHook(last_step=6)]
       with impl.MonitoredSession(hooks=hooks) as sess:
-        out = [run_steps(impl, sess, [train, step, loss]),
+        out = [run_steps_or_tf_loop(impl, sess, [train, step, loss]),
                sess.should_stop(), global_step_of(sess),
-               run_steps(impl, sess, [train, step, loss]),
+               run_steps_or_tf_loop(impl, sess, [train, step, loss]),
                global_step_of(sess)]
     return out, lines
 
@@ -286,8 +233,8 @@ def test_run_steps_logging_tensor_hook(check):
                v1.train.LoggingTensorHook({'step': step, 'loss': loss},
                                           every_n_iter=3, at_end=True)]
       with impl.MonitoredSession(hooks=hooks) as sess:
-        out = [run_steps(impl, sess, train, max_steps=4),
-               run_steps(impl, sess, train)]
+        out = [run_steps_or_tf_loop(impl, sess, train, max_steps=4),
+               run_steps_or_tf_loop(impl, sess, train)]
     return out, lines
 
   check(scenario, expected=([I(4), I(10)], CREATED + [
@@ -321,8 +268,8 @@ def test_run_steps_python_hook_requests_stop(check, k):
                hook('b', log)]
       with impl.MonitoredSession(hooks=hooks) as sess:
         del log[:]
-        out = [run_steps(impl, sess, {'t': train}), sess.should_stop(),
-               run_steps(impl, sess, {'t': train}), global_step_of(sess)]
+        out = [run_steps_or_tf_loop(impl, sess, {'t': train}), sess.should_stop(),
+               run_steps_or_tf_loop(impl, sess, {'t': train}), global_step_of(sess)]
     return out, log
 
   log = []
@@ -357,8 +304,8 @@ def test_run_steps_python_hook_raises(check):
                    'h', log, request=impl.SessionRunArgs(step),
                    on_after_run=boom_at_2)]
       with impl.MonitoredSession(hooks=hooks) as sess:
-        out = [outcome(run_steps, impl, sess, train), sess.should_stop(),
-               global_step_of(sess), run_steps(impl, sess, train),
+        out = [outcome(run_steps_or_tf_loop, impl, sess, train), sess.should_stop(),
+               global_step_of(sess), run_steps_or_tf_loop(impl, sess, train),
                sess.should_stop()]
     return out, [e[1:] for e in log if e[1] == 'after_run']
 
@@ -387,7 +334,7 @@ def test_run_steps_preempted_in_after_run_runs_the_step_again(check, raise_on):
     with tf.Graph().as_default():
       step, _, train = step_graph()
       with impl.MonitoredSession(hooks=[AbortOnce()]) as sess:
-        out = run_steps(impl, sess, [step, train], max_steps=3)
+        out = run_steps_or_tf_loop(impl, sess, [step, train], max_steps=3)
         return out, sess.should_stop(), global_step_of(sess), len(calls)
 
   # The variables start again from their initializers in the new session.
@@ -409,9 +356,9 @@ def test_run_steps_tf_error(check):
         train = v1.assign_add(gs, 1, name='train')
       with impl.MonitoredSession(
           hooks=[v1.train.StopAtStepHook(last_step=10)]) as sess:
-        return [tf_outcome(run_steps, impl, sess, train), sess.should_stop(),
+        return [tf_outcome(run_steps_or_tf_loop, impl, sess, train), sess.should_stop(),
                 global_step_of(sess),
-                tf_outcome(run_steps, impl, sess, train, max_steps=2),
+                tf_outcome(run_steps_or_tf_loop, impl, sess, train, max_steps=2),
                 global_step_of(sess)]
 
   err = Raised(tf.errors.InvalidArgumentError,
@@ -439,11 +386,11 @@ def test_run_steps_feed_dict(check):
       with impl.MonitoredSession(hooks=hooks) as sess:
         del log[:]
         out = [
-            tf_outcome(run_steps, impl, sess, [train, scaled], max_steps=1),
-            run_steps(impl, sess, [train, scaled], max_steps=2,
+            tf_outcome(run_steps_or_tf_loop, impl, sess, [train, scaled], max_steps=1),
+            run_steps_or_tf_loop(impl, sess, [train, scaled], max_steps=2,
                       feed_dict={p: 2.0}, positional=True),
             global_step_of(sess),
-            run_steps(impl, sess, [train, scaled], feed_dict={'p:0': 0.5}),
+            run_steps_or_tf_loop(impl, sess, [train, scaled], feed_dict={'p:0': 0.5}),
             sess.should_stop()]
     return out, [e[:2] + e[4:6] for e in log if e[1] == 'before_run']
 
@@ -468,8 +415,8 @@ def test_run_steps_after_close(check, kind):
   def scenario(impl, workdir):
     with tf.Graph().as_default():
       _, _, train = step_graph()
-      sess = make_session(impl, kind, [], workdir)
-      first = run_steps(impl, sess, train, max_steps=2)
+      sess = monitored_session_of_kind(impl, kind, [], workdir)
+      first = run_steps_or_tf_loop(impl, sess, train, max_steps=2)
       sess.close()
       if impl is TF_IMPL:
         err = raised(sess.run, train)
@@ -529,7 +476,7 @@ def test_run_steps_out_of_range_ends_with_block(check, python_hook):
             save_summaries_secs=None, log_step_count_steps=None) as sess:
           body.sess = sess
           try:
-            run_steps(impl, sess, [train, x])
+            run_steps_or_tf_loop(impl, sess, [train, x])
           except Exception as e:  # pylint: disable=broad-except
             seen.append(tf_outcome(_raise, e))
             raise
@@ -574,8 +521,8 @@ def test_run_steps_out_of_range_without_with(check):
           session_creator=impl.ChiefSessionCreator(
               scaffold=impl.Scaffold(local_init_op=init)),
           hooks=[v1.train.StopAtStepHook(last_step=100)])
-      out = [run_steps(impl, sess, {'x': x, 't': train}, max_steps=2),
-             tf_outcome(run_steps, impl, sess, {'x': x, 't': train}),
+      out = [run_steps_or_tf_loop(impl, sess, {'x': x, 't': train}, max_steps=2),
+             tf_outcome(run_steps_or_tf_loop, impl, sess, {'x': x, 't': train}),
              sess.should_stop(), global_step_of(sess), outcome(sess.close)]
     return out
 

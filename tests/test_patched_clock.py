@@ -19,8 +19,7 @@ import tensorflow as tf
 from tensorflow.python.training import basic_session_run_hooks
 
 from compat_utils import ckpt_files
-from hook_test_utils import events
-from test_native_more_hooks import flush_cached_writer, read_first_graph
+from hook_test_utils import events, flush_cached_writer, read_first_graph
 
 v1 = tf.compat.v1
 

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.training import training_util
 
-from compat_utils import ckpt_files, run_steps
+from compat_utils import ckpt_files, run_steps_or_tf_loop
 from hook_test_utils import events, tf_log
 
 v1 = tf.compat.v1
@@ -85,7 +85,7 @@ def test_stock_hooks_run_loop(check):
 
 
 def test_stock_hooks_run_steps(check):
-  result = check(lambda impl, workdir: _stock_hooks_run(impl, workdir, run_steps))
+  result = check(lambda impl, workdir: _stock_hooks_run(impl, workdir, run_steps_or_tf_loop))
   assert result[0] == 999
 
 

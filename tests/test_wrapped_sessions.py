@@ -21,8 +21,8 @@ from tensorflow.python.client import session as session_lib
 from tensorflow.python.training import coordinator as tf_coordinator
 from tensorflow.python.training import monitored_session as tf_monitored_session
 
-from compat_utils import Raised, ckpt_files, outcome, recording_hook_class, run_steps
-from test_native_more_hooks import read_first_graph
+from compat_utils import Raised, ckpt_files, outcome, recording_hook_class, run_steps_or_tf_loop
+from hook_test_utils import read_first_graph
 
 v1 = tf.compat.v1
 
@@ -155,7 +155,7 @@ def test_creator_returning_a_user_wrapper_with_run_steps(check):
                v1.train.StopAtStepHook(num_steps=4)]
       creator = _Creator(lambda s: _RecordingWrapper(s, log), log)
       with impl.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
-        last = run_steps(impl, sess, train, max_steps=10)
+        last = run_steps_or_tf_loop(impl, sess, train, max_steps=10)
         after = outcome(sess.run, train)
         stopped = sess.should_stop()
     return last, after, stopped, log

@@ -8,10 +8,12 @@
 
 namespace fastmts {
 
-// Adds Hook, PythonHook and the native hooks (StopAtStepHook,
-// NanTensorHook, LoggingTensorHook, GlobalStepGatedHook, StepScheduledHook,
-// EndOnlyHook, FeedFnHook, GlobalStepWaiterHook). Needs CheckpointWriter
-// registered first (a GlobalStepGatedHook may poll one).
+// Adds Hook, PythonHook and the native hooks, one per TF hook class
+// (StopAtStepHook, NanTensorHook, LoggingTensorHook, CheckpointSaverHook,
+// StepCounterHook, SummarySaverHook, ProfilerHook, FeedFnHook,
+// GlobalStepWaiterHook) and EndOnlyHook (FinalOpsHook's, and any hook whose
+// only work is its end). Constructors take keyword arguments only. Needs
+// CheckpointWriter registered first (a CheckpointSaverHook may poll one).
 void register_hooks(pybind11::module_& m);
 
 }  // namespace fastmts

@@ -25,7 +25,7 @@ PYBIND11_MODULE(_native, m) {
   register_tensors(m);
   register_text_format(m);
   register_event_file(m);
-  register_checkpoint_writer(m);  // before the hooks: GlobalStepGatedHook takes a writer
+  register_checkpoint_writer(m);  // before the hooks: CheckpointSaverHook takes a writer
   register_coordinator(m);  // before the session: its loop takes a Coordinator
   register_hooks(m);
   register_session(m);

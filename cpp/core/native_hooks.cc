@@ -9,49 +9,24 @@
 
 namespace fastmts {
 
-int64_t scalar_as_int64(const TF_Tensor* t) {
-  const void* data = tf::TensorData(t);
-  switch (tf::TensorType(t)) {
-    case TF_INT64: return *static_cast<const int64_t*>(data);
-    case TF_INT32: return *static_cast<const int32_t*>(data);
-    case TF_UINT64: return static_cast<int64_t>(*static_cast<const uint64_t*>(data));
-    case TF_UINT32: return *static_cast<const uint32_t*>(data);
-    default: throw std::invalid_argument("global step must be an integer scalar");
-  }
-}
-
-namespace {
-// A hook's own session.run(global_step): one plain run of its read plan.
-int64_t read_global_step(const SessionRunner& session, const PlanPtr& read_step) {
-  RunRequest read;
-  read.plan = read_step;
-  read.run_options = kRunInCallerThread;
-  return scalar_as_int64(session.run(read).outputs.at(0).get());
-}
-}  // namespace
-
-StopAtStepHook::StopAtStepHook(TF_Output global_step, int64_t num_steps,
-                               std::optional<int64_t> last_step,
-                               std::function<void(int64_t)> on_last_step)
-    : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
-      num_steps_(num_steps),
-      last_step_(last_step),
-      on_last_step_(std::move(on_last_step)) {}
+StopAtStepHook::StopAtStepHook(Config config)
+    : read_(config.global_step),
+      num_steps_(config.num_steps),
+      last_step_(config.last_step),
+      on_last_step_(std::move(config.on_last_step)) {}
 
 void StopAtStepHook::after_create_session(const SessionRunner& session) {
   if (last_step_) return;  // kept across re-created sessions, as in TF
-  last_step_ = read_global_step(session, read_step_) + num_steps_;
+  last_step_ = read_.fresh(session) + num_steps_;
   on_last_step_(*last_step_);
 }
-
-void StopAtStepHook::before_run(StepContext&, RunRequest& request) { request.plan = read_step_; }
 
 void StopAtStepHook::after_run(StepContext& ctx, const RunRequest&,
                                const Fetched* outputs, const std::string&) {
   // The value read may predate this step's increment: as TF does, confirm
   // with a fresh read before stopping.
   if (scalar_as_int64((*outputs)[0].get()) + 1 < *last_step_) return;
-  if (read_global_step(ctx.session(), read_step_) >= *last_step_) ctx.request_stop();
+  if (read_.fresh(ctx.session()) >= *last_step_) ctx.request_stop();
 }
 
 bool scalar_is_nan(const TF_Tensor* t) {
@@ -73,12 +48,10 @@ bool scalar_is_nan(const TF_Tensor* t) {
   }
 }
 
-NanTensorHook::NanTensorHook(TF_Output loss, bool fail_on_nan_loss, std::function<void()> on_nan)
-    : read_loss_(std::make_shared<RunPlan>(RunPlan{{loss}, {}})),
-      fail_on_nan_loss_(fail_on_nan_loss),
-      on_nan_(std::move(on_nan)) {}
-
-void NanTensorHook::before_run(StepContext&, RunRequest& request) { request.plan = read_loss_; }
+NanTensorHook::NanTensorHook(Config config)
+    : read_loss_(std::make_shared<RunPlan>(RunPlan{{config.loss}, {}})),
+      fail_on_nan_loss_(config.fail_on_nan_loss),
+      on_nan_(std::move(config.on_nan)) {}
 
 void NanTensorHook::after_run(StepContext& ctx, const RunRequest&,
                               const Fetched* outputs, const std::string&) {
@@ -87,60 +60,39 @@ void NanTensorHook::after_run(StepContext& ctx, const RunRequest&,
   if (!fail_on_nan_loss_) ctx.request_stop();
 }
 
-LoggingTensorHook::LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, LogFn log,
-                                     std::function<void()> on_end)
-    : tensors_(std::move(tensors)),
-      timer_(timer),
-      log_(std::move(log)),
-      on_end_(std::move(on_end)) {}
+LoggingTensorHook::LoggingTensorHook(Config config) : config_(std::move(config)) {}
 
 void LoggingTensorHook::before_run(StepContext&, RunRequest& request) {
-  if (timer_.should_trigger_for_step(iter_)) request.plan = tensors_;
+  if (config_.timer.should_trigger_for_step(iter_)) request.plan = config_.tensors;
 }
 
 void LoggingTensorHook::after_run(StepContext&, const RunRequest&,
                                   const Fetched* outputs, const std::string&) {
   if (outputs) {  // the tensors were asked for: this step logs
     if (info_logged_ && !info_logged_())
-      timer_.update_last_triggered_step(iter_);  // all TF's _log_tensors would change
+      config_.timer.update_last_triggered_step(iter_);  // all TF's _log_tensors would change
     else
-      log_(iter_, outputs->to_vector());
+      config_.log(iter_, outputs->to_vector());
   }
   ++iter_;
 }
 
-void LoggingTensorHook::end(const SessionRunner&) { on_end_(); }
+CheckpointSaverHook::CheckpointSaverHook(Config config)
+    : config_(std::move(config)),
+      gate_(config_.global_step, config_.timer, config_.steps_per_run) {}
 
-GlobalStepGatedHook::GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer,
-                                         int64_t steps_per_run, bool track_stuck_step,
-                                         std::optional<int64_t> last_step, ActFn act,
-                                         TriggerFn on_trigger, RecordFn record,
-                                         LifecycleFn after_create_session, LifecycleFn end,
-                                         PollFn background_ended, ReportFn report)
-    : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
-      timer_(timer),
-      steps_per_run_(steps_per_run),
-      track_stuck_step_(track_stuck_step),
-      last_step_(last_step),
-      act_(std::move(act)),
-      on_trigger_(std::move(on_trigger)),
-      record_(std::move(record)),
-      after_create_session_(std::move(after_create_session)),
-      end_(std::move(end)),
-      background_ended_(std::move(background_ended)),
-      report_(std::move(report)) {}
-
-void GlobalStepGatedHook::after_create_session(const SessionRunner&) {
-  flush_deferred();
-  after_create_session_();
+void CheckpointSaverHook::before_run(StepContext& ctx, RunRequest& request) {
+  if (config_.write_ended && config_.write_ended()) {
+    if (config_.deliver_write()) ctx.request_stop();
+  }
+  request.plan = gate_.read().plan();
 }
 
-void GlobalStepGatedHook::before_run(StepContext& ctx, RunRequest& request) {
-  if (background_ended_ && background_ended_()) {
-    flush_deferred();
-    if (report_()) ctx.request_stop();
-  }
-  request.plan = read_step_;
+void CheckpointSaverHook::after_run(StepContext& ctx, const RunRequest&,
+                                    const Fetched* outputs, const std::string&) {
+  const int64_t stale = scalar_as_int64((*outputs)[0].get());
+  const std::optional<int64_t> fresh = gate_.fresh_step_if_open(ctx, stale);
+  if (fresh && config_.save(*fresh)) ctx.request_stop();
 }
 
 namespace {
@@ -150,43 +102,43 @@ double steady_seconds() {
 }
 }  // namespace
 
-void GlobalStepGatedHook::after_run(StepContext& ctx, const RunRequest&,
-                                    const Fetched* outputs, const std::string&) {
+StepCounterHook::StepCounterHook(Config config)
+    : config_(std::move(config)),
+      gate_(config_.global_step, config_.timer, config_.steps_per_run),
+      last_step_(config_.last_step) {}
+
+void StepCounterHook::after_create_session(const SessionRunner&) {
+  flush_deferred();
+  config_.after_create_session();
+}
+
+void StepCounterHook::after_run(StepContext& ctx, const RunRequest&,
+                                const Fetched* outputs, const std::string&) {
   const int64_t stale = scalar_as_int64((*outputs)[0].get());
   // TF warns about a stuck step with log_first_n(..., 5): once this hook
   // has reported 5, TF's counter is past 5 and its after_run would not log.
-  const bool stuck = track_stuck_step_ && last_step_ && *last_step_ == stale &&
-                     stuck_reports_ < kStuckReports;
+  const bool stuck = last_step_ && *last_step_ == stale && stuck_reports_ < kStuckReports;
   if (stuck) {
     ++stuck_reports_;
     flush_deferred();  // TF's after_run reads TF's timer
-    if (act_(stale)) ctx.request_stop();
-  } else if (timer_.should_trigger_for_step(stale + steps_per_run_)) {
-    // The fetched step may predate this step's increment: TF reads it
-    // again and acts only if the timer fires for that value too.
-    const int64_t fresh = read_global_step(ctx.session(), read_step_);
-    if (timer_.should_trigger_for_step(fresh)) {
-      if (record_)
-        count_step_rate(ctx, fresh);
-      else if (on_trigger_(fresh))
-        ctx.request_stop();
-    }
+    if (config_.after_run_stuck(stale)) ctx.request_stop();
+  } else if (const std::optional<int64_t> fresh = gate_.fresh_step_if_open(ctx, stale)) {
+    count_step_rate(ctx, *fresh);
   }
-  if (track_stuck_step_) last_step_ = stale;
+  last_step_ = stale;
   const double waiting_since = first_rate_waiting_since_.load(std::memory_order_relaxed);
   if (waiting_since != 0 && steady_seconds() - waiting_since >= kMaxRecordDelay)
     flush_deferred();
 }
 
-void GlobalStepGatedHook::set_summary_writer(std::shared_ptr<SummaryWriter> writer,
-                                             std::string tag,
-                                             std::function<bool()> info_logged) {
+void StepCounterHook::set_summary_writer(std::shared_ptr<SummaryWriter> writer, std::string tag,
+                                         std::function<bool()> info_logged) {
   summary_writer_ = std::move(writer);
   summary_tag_ = std::move(tag);
   info_logged_ = std::move(info_logged);
 }
 
-bool GlobalStepGatedHook::write_rate(const StepRate& rate) {
+bool StepCounterHook::write_rate(const StepRate& rate) {
   // TF divides the step count by the seconds (a zero time is TF's to
   // handle) and protobuf rounds the rate to a float.
   if (!(rate.elapsed_secs > 0)) return false;
@@ -195,17 +147,18 @@ bool GlobalStepGatedHook::write_rate(const StepRate& rate) {
   return true;
 }
 
-void GlobalStepGatedHook::count_step_rate(const StepContext& ctx, int64_t global_step) {
+void StepCounterHook::count_step_rate(const StepContext& ctx, int64_t global_step) {
   std::optional<StepRate> rate;
   {
     std::lock_guard<std::mutex> lock(rates_mu_);
-    const std::optional<int64_t> previous = timer_.last_step();
-    const std::optional<double> elapsed_secs = timer_.update_last_triggered_step(global_step);
+    SecondOrStepTimer& timer = gate_.timer();
+    const std::optional<int64_t> previous = timer.last_step();
+    const std::optional<double> elapsed_secs = timer.update_last_triggered_step(global_step);
     if (elapsed_secs)
-      rate = StepRate{global_step - *previous, *elapsed_secs, global_step, timer_.last_time()};
+      rate = StepRate{global_step - *previous, *elapsed_secs, global_step, timer.last_time()};
   }
   if (summary_writer_ && summary_writer_->open()) {
-    // TF's timer on the hook object catches up at hand-back.
+    // TF's timer on the hook object catches up when its state is synced.
     if (!rate) return;  // the timer's first firing: nothing to write or log
     // With TF's INFO line printed, TF's own _log_and_record runs, so the
     // line is TF's record; else no Python runs.
@@ -226,8 +179,7 @@ void GlobalStepGatedHook::count_step_rate(const StepContext& ctx, int64_t global
   if (!ctx.may_defer()) flush_deferred();
 }
 
-void GlobalStepGatedHook::flush_deferred() {
-  if (!record_) return;
+void StepCounterHook::flush_deferred() {
   std::vector<StepRate> rates;
   std::optional<int64_t> timer_last_step;
   double timer_last_time;
@@ -237,86 +189,67 @@ void GlobalStepGatedHook::flush_deferred() {
     rates.swap(rates_);
     timer_moved_ = false;
     first_rate_waiting_since_.store(0);
-    timer_last_step = timer_.last_step();
-    timer_last_time = timer_.last_time();
+    timer_last_step = gate_.timer().last_step();
+    timer_last_time = gate_.timer().last_time();
   }
-  record_(rates, timer_last_step, timer_last_time);
+  config_.record(rates, timer_last_step, timer_last_time);
 }
 
-void GlobalStepGatedHook::end(const SessionRunner&) {
+void StepCounterHook::end(const SessionRunner&) {
   flush_deferred();
-  end_();
+  config_.end();
 }
 
-StepScheduledHook::StepScheduledHook(TF_Output global_step, SecondOrStepTimer timer,
-                                     bool act_on_first_step, bool full_trace, ActFn act,
-                                     std::function<void()> on_end)
-    : read_step_(std::make_shared<RunPlan>(RunPlan{{global_step}, {}})),
-      read_step_and_extra_(read_step_),
-      timer_(timer),
-      act_on_first_step_(act_on_first_step),
-      full_trace_(full_trace),
-      act_(std::move(act)),
-      on_end_(std::move(on_end)) {}
+SummarySaverHook::SummarySaverHook(Config config)
+    : ScheduledHook(config.global_step, config.timer, /*due_on_first_step=*/true,
+                    std::move(config.end)),
+      after_run_(std::move(config.after_run)),
+      read_step_and_summaries_(read_.plan()) {}
 
-void StepScheduledHook::set_extra(PlanPtr extra) {
-  has_extra_ = extra != nullptr;
-  if (!extra) {
-    read_step_and_extra_ = read_step_;
+void SummarySaverHook::set_summaries(PlanPtr summaries) {
+  has_summaries_ = summaries != nullptr;
+  if (!summaries) {
+    read_step_and_summaries_ = read_.plan();
     return;
   }
-  auto both = std::make_shared<RunPlan>(*read_step_);
-  both->fetches.insert(both->fetches.end(), extra->fetches.begin(), extra->fetches.end());
-  both->targets = extra->targets;
-  read_step_and_extra_ = std::move(both);
+  auto both = std::make_shared<RunPlan>(*read_.plan());
+  both->fetches.insert(both->fetches.end(), summaries->fetches.begin(), summaries->fetches.end());
+  both->targets = summaries->targets;
+  read_step_and_summaries_ = std::move(both);
 }
 
-namespace {
-// StepScheduledHook's mark on its request: this step is one it acts on.
-const auto kRequested = std::make_shared<const int>(1);
-}  // namespace
-
-void StepScheduledHook::before_run(StepContext&, RunRequest& request) {
-  const bool requested =
-      next_step_ ? timer_.should_trigger_for_step(*next_step_) : act_on_first_step_;
-  request.plan = requested ? read_step_and_extra_ : read_step_;
-  request.full_trace = requested && full_trace_;
-  if (requested) request.hook_state = kRequested;
+void SummarySaverHook::before_run(StepContext&, RunRequest& request) {
+  const bool due = schedule_.due();
+  request.plan = due ? read_step_and_summaries_ : read_.plan();
+  if (due) StepSchedule::mark_due(request);
 }
 
-bool StepScheduledHook::keeps_values(const RunRequest& request) const {
-  return request.hook_state == kRequested;
-}
-
-void StepScheduledHook::after_run(StepContext& ctx, const RunRequest& request,
-                                  const Fetched* outputs,
-                                  const std::string& run_metadata) {
+void SummarySaverHook::after_run(StepContext& ctx, const RunRequest& request,
+                                 const Fetched* outputs, const std::string&) {
   const int64_t stale = scalar_as_int64((*outputs)[0].get());
-  const bool requested = request.hook_state == kRequested;
-  if (next_step_ && !requested) {
-    next_step_ = stale + 2;  // as TF: the step after this one's (stale + 1)
+  const bool due = StepSchedule::marked_due(request);
+  if (skipped(stale, due)) return;
+  if (schedule_.started() && !has_summaries_) {
+    // With no summary op the hook acts on nothing but its first step: TF's
+    // after_run only reads the step afresh and moves its timer.
+    const int64_t fresh = read_.fresh(ctx.session());
+    schedule_.timer().update_last_triggered_step(fresh);
+    schedule_.set_next_step(fresh + 1);
     return;
   }
-  if (next_step_ && !has_extra_ && !full_trace_) {
-    // A SummarySaverHook with no summary op acts on nothing but its first
-    // step: TF's after_run only reads the step afresh and moves its timer.
-    const int64_t fresh = read_global_step(ctx.session(), read_step_);
-    timer_.update_last_triggered_step(fresh);
-    next_step_ = fresh + 1;
-    return;
-  }
-  if (write_natively(ctx, stale, requested, *outputs)) return;
-  std::vector<SharedTensor> extra;
-  if (requested) extra = outputs->to_vector(1);
-  next_step_ = act_(stale, next_step_, requested, requested ? &extra : nullptr, run_metadata);
+  if (write_natively(ctx, stale, due, *outputs)) return;
+  std::vector<SharedTensor> summaries;
+  if (due) summaries = outputs->to_vector(1);
+  schedule_.set_next_step(
+      after_run_(stale, schedule_.next_step(), due, due ? &summaries : nullptr));
 }
 
-bool StepScheduledHook::write_natively(StepContext& ctx, int64_t stale, bool requested,
-                                       const Fetched& outputs) {
-  if (full_trace_ || !summary_writer_ || !summary_writer_->open()) return false;
+bool SummarySaverHook::write_natively(StepContext& ctx, int64_t stale, bool due,
+                                      const Fetched& outputs) {
+  if (!summary_writer_ || !summary_writer_->open()) return false;
   // The step's summaries: each a serialized Summary in a string scalar.
   std::vector<std::string_view> summaries;
-  if (requested && has_extra_) {
+  if (due && has_summaries_) {
     for (size_t i = 1; i < outputs.size(); ++i) {
       const TF_Tensor* t = outputs[i].get();
       if (tf::TensorType(t) != TF_STRING || tf::NumDims(t) != 0) return false;
@@ -325,20 +258,41 @@ bool StepScheduledHook::write_natively(StepContext& ctx, int64_t stale, bool req
   }
   // TF's after_run from here on: the fresh read first, so a read that
   // fails leaves the tags unmarked, as in TF.
-  const bool first = !next_step_;
+  const bool first = !schedule_.started();
   int64_t global_step = stale + 1;
-  if (first || requested) global_step = read_global_step(ctx.session(), read_step_);
+  if (first || due) global_step = read_.fresh(ctx.session());
   std::optional<std::vector<std::string>> stripped =
       summary_writer_->tags()->strip_repeated_metadata(summaries);
   if (!stripped) return false;  // TF's Python does it all (and reads again)
   ctx.before_postponing(this);  // another hook's records of this step come first
   if (first) summary_writer_->add_session_log_start(global_step);
-  if (requested) {
-    timer_.update_last_triggered_step(global_step);
+  if (due) {
+    schedule_.timer().update_last_triggered_step(global_step);
     summary_writer_->add_stripped_summaries(*stripped, global_step);
   }
-  next_step_ = global_step + 1;
+  schedule_.set_next_step(global_step + 1);
   return true;
+}
+
+ProfilerHook::ProfilerHook(Config config)
+    : ScheduledHook(config.global_step, config.timer, /*due_on_first_step=*/false,
+                    std::move(config.end)),
+      after_run_(std::move(config.after_run)) {}
+
+void ProfilerHook::before_run(StepContext&, RunRequest& request) {
+  request.plan = read_.plan();
+  if (schedule_.due()) {
+    request.full_trace = true;
+    StepSchedule::mark_due(request);
+  }
+}
+
+void ProfilerHook::after_run(StepContext&, const RunRequest& request, const Fetched* outputs,
+                             const std::string& run_metadata) {
+  const int64_t stale = scalar_as_int64((*outputs)[0].get());
+  const bool due = StepSchedule::marked_due(request);
+  if (skipped(stale, due)) return;
+  schedule_.set_next_step(after_run_(stale, schedule_.next_step(), due, run_metadata));
 }
 
 }  // namespace fastmts

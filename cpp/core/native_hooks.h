@@ -9,14 +9,12 @@
 #include <optional>
 #include <vector>
 
+#include "core/hook_components.h"
 #include "core/hooked_session.h"
 #include "core/summary_writer.h"
 #include "core/timers.h"
 
 namespace fastmts {
-
-// Reads an integer scalar (int32 or int64) such as the global step.
-int64_t scalar_as_int64(const TF_Tensor* t);
 
 // TF's StopAtStepHook: stop once the global step reaches last_step; with
 // num_steps, last_step is counted from the global step at the first session
@@ -24,19 +22,23 @@ int64_t scalar_as_int64(const TF_Tensor* t);
 // if a later hook's after_create_session fails).
 class StopAtStepHook : public Hook {
  public:
-  // Without last_step, num_steps counts from the first session's step.
-  StopAtStepHook(TF_Output global_step, int64_t num_steps, std::optional<int64_t> last_step,
-                 std::function<void(int64_t)> on_last_step);
+  struct Config {
+    TF_Output global_step;
+    int64_t num_steps = 0;  // counted from the first session's step when last_step is unset
+    std::optional<int64_t> last_step;
+    std::function<void(int64_t)> on_last_step;
+  };
+  explicit StopAtStepHook(Config config);
 
   void after_create_session(const SessionRunner& session) override;
-  void before_run(StepContext& ctx, RunRequest& request) override;
+  void before_run(StepContext&, RunRequest& request) override { request.plan = read_.plan(); }
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
                  const std::string& run_metadata) override;
   bool keeps_values(const RunRequest&) const override { return false; }
 
  private:
-  PlanPtr read_step_;
+  GlobalStepRead read_;
   int64_t num_steps_;
   std::optional<int64_t> last_step_;
   std::function<void(int64_t)> on_last_step_;
@@ -46,8 +48,13 @@ class StopAtStepHook : public Hook {
 // and raises NanLossDuringTrainingError when failing), then stop is requested.
 class NanTensorHook : public Hook {
  public:
-  NanTensorHook(TF_Output loss, bool fail_on_nan_loss, std::function<void()> on_nan);
-  void before_run(StepContext& ctx, RunRequest& request) override;
+  struct Config {
+    TF_Output loss;
+    bool fail_on_nan_loss = true;
+    std::function<void()> on_nan;
+  };
+  explicit NanTensorHook(Config config);
+  void before_run(StepContext&, RunRequest& request) override { request.plan = read_loss_; }
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
                  const std::string& run_metadata) override;
@@ -61,9 +68,9 @@ class NanTensorHook : public Hook {
 
 // TF's LoggingTensorHook: the trigger decision per step is native; when it
 // triggers, the tensors are fetched and `log` formats and logs them (TF's own
-// _log_tensors, which also moves TF's timer: the caller hands that timer's
-// state back through adopt_timer, even when logging raises).
-// `on_end` is TF's own end (it logs once more with at_end).
+// _log_tensors, which also moves TF's timer: the caller copies that timer
+// into timer() afterwards, even when logging raises). `end` is TF's own (it
+// logs once more with at_end).
 //
 // With `set_quiet_unless(info_logged)` (TF's default formatting, which has
 // no effect but the line and the timer), a firing step on which TF's logger
@@ -73,41 +80,74 @@ class NanTensorHook : public Hook {
 class LoggingTensorHook : public Hook {
  public:
   using LogFn = std::function<void(int64_t iter, const std::vector<SharedTensor>& values)>;
-  void adopt_timer(std::optional<int64_t> last_step, double last_time) {
-    timer_.set_state(last_step, last_time);
-  }
-  LoggingTensorHook(PlanPtr tensors, SecondOrStepTimer timer, LogFn log,
-                    std::function<void()> on_end);
+  struct Config {
+    PlanPtr tensors;
+    SecondOrStepTimer timer;
+    LogFn log;
+    std::function<void()> end;
+  };
+  explicit LoggingTensorHook(Config config);
   void set_quiet_unless(std::function<bool()> info_logged) { info_logged_ = std::move(info_logged); }
-  const SecondOrStepTimer& timer() const { return timer_; }
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
                  const std::string& run_metadata) override;
-  void end(const SessionRunner& session) override;
+  void end(const SessionRunner&) override { config_.end(); }
   // TF's _iter_count: the steps run since the session was created.
   int64_t iter_count() const { return iter_; }
+  SecondOrStepTimer& timer() { return config_.timer; }
 
  private:
-  PlanPtr tensors_;
-  SecondOrStepTimer timer_;
-  LogFn log_;
-  std::function<void()> on_end_;
+  Config config_;
   std::function<bool()> info_logged_;  // empty: every firing step logs
   int64_t iter_ = 0;
 };
 
-// The per-step gate of TF's CheckpointSaverHook and StepCounterHook: both
-// fetch the global step every step, and when their timer fires for (stale
-// step + steps_per_run) read the step afresh and act only if the timer also
-// fires for that fresh step. This hook does all of that natively -- fetch,
-// timer, fresh read -- and calls Python only to act.
+// TF's CheckpointSaverHook: the global step is fetched every step and its
+// gate (GlobalStepGate) kept natively; Python runs only when the gate opens:
+// `save` is TF's own code for that fresh step (TF's timer decides, moves,
+// then TF's _save; it returns whether stop was requested).
 //
-// CheckpointSaverHook: `on_trigger` runs TF's own code for a firing step
-// (update TF's timer, then save; it may request stop). StepCounterHook:
-// the timer moves natively and each firing after the first counts a step
-// rate (steps and seconds since the previous one); `record` hands the rates
-// to TF's own _log_and_record (global_step/sec, as a summary and a log
+// With asynchronous checkpoints, before each step `write_ended` (a poll that
+// calls no Python) says whether a write ended; then `deliver_write` (TF's
+// listeners' after_save, or the write's error) runs and returns whether stop
+// was requested.
+//
+// TF's timer on the hook object is the reference: the caller copies it into
+// timer() after each Python call that may move it (HookStateSync, in
+// python/fastmts/basic_session_run_hooks.py).
+class CheckpointSaverHook : public Hook {
+ public:
+  struct Config {
+    TF_Output global_step;
+    SecondOrStepTimer timer;
+    int64_t steps_per_run = 1;
+    std::function<bool(int64_t fresh_step)> save;
+    std::function<void()> after_create_session;  // TF's own
+    std::function<void()> end;                   // TF's own
+    std::function<bool()> write_ended;           // empty: synchronous saves
+    std::function<bool()> deliver_write;         // set with write_ended
+  };
+  explicit CheckpointSaverHook(Config config);
+
+  void after_create_session(const SessionRunner&) override { config_.after_create_session(); }
+  void before_run(StepContext& ctx, RunRequest& request) override;
+  void after_run(StepContext& ctx, const RunRequest& request,
+                 const Fetched* outputs,
+                 const std::string& run_metadata) override;
+  bool keeps_values(const RunRequest&) const override { return false; }
+  void end(const SessionRunner&) override { config_.end(); }
+  SecondOrStepTimer& timer() { return gate_.timer(); }
+
+ private:
+  Config config_;
+  GlobalStepGate gate_;
+};
+
+// TF's StepCounterHook: the global step is fetched every step and its gate
+// (GlobalStepGate) kept natively; each opening after the first counts a step
+// rate (steps and seconds since the previous one), and `record` hands the
+// rates to TF's own _log_and_record (global_step/sec, as a summary and a log
 // line) together with the timer's state. Inside a loop that allows it
 // (StepContext::may_defer) rates are handed over in batches -- before any
 // other Python code of the hooks runs, before another hook postpones work
@@ -115,22 +155,17 @@ class LoggingTensorHook : public Hook {
 // after the first waiting one -- since each Python call costs more than
 // many steps of a small model; otherwise at once.
 //
-// CheckpointSaverHook with asynchronous checkpoints: before each step,
-// `background_ended` (a poll that calls no Python) says whether a write
-// ended; then `report` (TF's listeners' after_save, or the write's error)
-// runs and may request stop.
+// It also warns, at most 5 times, when the step did not move: on such a step
+// `after_run_stuck` runs TF's whole after_run, so the warning is TF's own log
+// line. after_create_session and end are TF's own. The caller copies TF's
+// timer into timer() after each of its Python calls that may move it, so
+// both agree on when it last fired.
 //
-// StepCounterHook also warns, at most 5 times, when the step did not move:
-// on such a step `act` runs TF's whole after_run, so the warning is TF's own
-// log line. after_create_session and end are TF's own. The caller hands
-// TF's timer state back (adopt_timer) after each of its Python calls that
-// may move it, so both agree on when it last fired.
-//
-// StepCounterHook writing to a native SummaryWriter (set_summary_writer)
-// writes its global_step/sec records itself, at once, with no Python, unless
-// TF's logger would print its INFO line (`info_logged`): then TF's own
+// Writing to a native SummaryWriter (set_summary_writer) it writes its
+// global_step/sec records itself, at once, with no Python, unless TF's
+// logger would print its INFO line (`info_logged`): then TF's own
 // _log_and_record runs as above.
-class GlobalStepGatedHook : public Hook {
+class StepCounterHook : public Hook {
  public:
   struct StepRate {
     int64_t elapsed_steps;
@@ -138,62 +173,50 @@ class GlobalStepGatedHook : public Hook {
     int64_t global_step;
     double triggered_at;  // the timer's time for this firing
   };
-  // `act` (TF's after_run) and `on_trigger` return whether stop was requested.
-  using ActFn = std::function<bool(int64_t stale_step)>;
-  using TriggerFn = std::function<bool(int64_t fresh_step)>;
   using RecordFn = std::function<void(const std::vector<StepRate>& rates,
                                       std::optional<int64_t> timer_last_step,
                                       double timer_last_time)>;
-  using LifecycleFn = std::function<void()>;
-  using PollFn = std::function<bool()>;
-  using ReportFn = std::function<bool()>;  // returns whether stop was requested
+  struct Config {
+    TF_Output global_step;
+    SecondOrStepTimer timer;
+    int64_t steps_per_run = 1;
+    std::optional<int64_t> last_step;  // TF's _last_global_step of the hook object
+    std::function<bool(int64_t stale_step)> after_run_stuck;  // returns stop requested
+    RecordFn record;
+    std::function<void()> after_create_session;  // TF's own
+    std::function<void()> end;                   // TF's own
+  };
   static constexpr double kMaxRecordDelay = 0.1;  // seconds
 
-  // Exactly one of `on_trigger` and `record` is set; `background_ended` and
-  // `report` are both set or neither.
-  GlobalStepGatedHook(TF_Output global_step, SecondOrStepTimer timer, int64_t steps_per_run,
-                      bool track_stuck_step, std::optional<int64_t> last_step, ActFn act,
-                      TriggerFn on_trigger, RecordFn record, LifecycleFn after_create_session,
-                      LifecycleFn end, PollFn background_ended = {}, ReportFn report = {});
+  explicit StepCounterHook(Config config);
   void after_create_session(const SessionRunner& session) override;
-  void before_run(StepContext& ctx, RunRequest& request) override;
+  void before_run(StepContext&, RunRequest& request) override {
+    request.plan = gate_.read().plan();
+  }
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
                  const std::string& run_metadata) override;
   bool keeps_values(const RunRequest&) const override { return false; }
   void end(const SessionRunner& session) override;
   void flush_deferred() override;
-  // Called by the caller after each Python call into the hook, even one that
-  // raised: TF's timer is the reference.
-  void adopt_timer(std::optional<int64_t> last_step, double last_time) {
-    timer_.set_state(last_step, last_time);
-  }
-  // StepCounterHook's _last_global_step: the step its last after_run fetched.
+  // TF's _last_global_step: the step its last after_run fetched.
   std::optional<int64_t> last_step() const { return last_step_; }
-  // StepCounterHook's writer, its summary tag, and whether TF's INFO log
-  // line would be printed now (asked once per record).
+  // The writer, its summary tag, and whether TF's INFO log line would be
+  // printed now (asked once per record).
   void set_summary_writer(std::shared_ptr<SummaryWriter> writer, std::string tag,
                           std::function<bool()> info_logged);
-  const SecondOrStepTimer& timer() const { return timer_; }
+  SecondOrStepTimer& timer() { return gate_.timer(); }
 
  private:
   void count_step_rate(const StepContext& ctx, int64_t global_step);
   // Writes the record to the open native writer; false when TF's Python must.
   bool write_rate(const StepRate& rate);
 
-  PlanPtr read_step_;
-  SecondOrStepTimer timer_;
-  int64_t steps_per_run_;
-  bool track_stuck_step_;
-  std::optional<int64_t> last_step_;  // StepCounterHook's _last_global_step
+  Config config_;
+  GlobalStepGate gate_;
+  std::optional<int64_t> last_step_;
   static constexpr int kStuckReports = 5;
   int stuck_reports_ = 0;
-  ActFn act_;
-  TriggerFn on_trigger_;
-  RecordFn record_;
-  LifecycleFn after_create_session_, end_;
-  PollFn background_ended_;
-  ReportFn report_;
   std::shared_ptr<SummaryWriter> summary_writer_;
   std::string summary_tag_;
   std::function<bool()> info_logged_;
@@ -205,29 +228,67 @@ class GlobalStepGatedHook : public Hook {
   std::atomic<double> first_rate_waiting_since_{0};  // steady seconds; 0: none
 };
 
-// The schedule of TF's SummarySaverHook and ProfilerHook: both fetch the
-// global step every step, remember the step they expect next, and decide in
-// before_run whether to act on this step (their timer fires for the expected
-// step; SummarySaverHook also acts on its first step). On those steps the
-// hook also fetches `extra` (the summaries) or asks for a full trace
-// (the profile), and `act` -- TF's own after_run on the hook object -- runs
-// and returns the step it expects next. On the first step `act` runs too (TF
-// starts the summary log or the timer there). Every other step is native.
-// `on_end` is TF's own end (SummarySaverHook flushes its writer).
-// SummarySaverHook writing to a native SummaryWriter (set_summary_writer)
-// does all of its after_run natively (the fresh read, the START session log,
-// the summaries): `act` runs only when TF's Python must write them.
-class StepScheduledHook : public Hook {
- public:
-  using ActFn = std::function<std::optional<int64_t>(
-      int64_t stale_step, std::optional<int64_t> next_step, bool requested,
-      const std::vector<SharedTensor>* extra, const std::string& run_metadata)>;
+// The configuration of a ScheduledHook: `after_run` is TF's own after_run on
+// the hook object (it returns the step the hook expects next), `end` TF's end.
+template <typename AfterRunFn>
+struct ScheduledHookConfig {
+  TF_Output global_step;
+  SecondOrStepTimer timer;
+  AfterRunFn after_run;
+  std::function<void()> end;
+};
 
-  StepScheduledHook(TF_Output global_step, SecondOrStepTimer timer, bool act_on_first_step,
-                    bool full_trace, ActFn act, std::function<void()> on_end);
-  // The summaries to fetch when acting (resolved after session creation,
+// What SummarySaverHook and ProfilerHook share: the global step fetched every
+// step, the schedule (StepSchedule), TF's own end; only a due step's values go
+// on to Python.
+class ScheduledHook : public Hook {
+ public:
+  bool keeps_values(const RunRequest& request) const override {
+    return StepSchedule::marked_due(request);
+  }
+  void end(const SessionRunner&) override { end_(); }
+  std::optional<int64_t> next_step() const { return schedule_.next_step(); }
+  SecondOrStepTimer& timer() { return schedule_.timer(); }
+
+ protected:
+  ScheduledHook(TF_Output global_step, SecondOrStepTimer timer, bool due_on_first_step,
+                std::function<void()> end)
+      : read_(global_step), schedule_(timer, due_on_first_step), end_(std::move(end)) {}
+  // Past the first step, a step that is not due only moves the step
+  // expected next (as TF: the step after this one's, stale + 1); true then.
+  bool skipped(int64_t stale, bool due) {
+    if (!schedule_.started() || due) return false;
+    schedule_.set_next_step(stale + 2);
+    return true;
+  }
+
+  GlobalStepRead read_;
+  StepSchedule schedule_;
+
+ private:
+  std::function<void()> end_;
+};
+
+// TF's SummarySaverHook: the global step is fetched every step and its
+// schedule (StepSchedule, due on its first step too) kept natively; on a due
+// step the summaries (set_summaries) are fetched as well. Writing to a native
+// SummaryWriter (set_summary_writer) it does all of TF's after_run natively
+// (the fresh read, the START session log, the summaries); otherwise, and on
+// its first step, `after_run` -- TF's own after_run on the hook object --
+// runs and returns the step it expects next. Every other step is native.
+// `end` is TF's own (it flushes the writer).
+class SummarySaverHook : public ScheduledHook {
+ public:
+  // TF's after_run: (stale step, expected step, due, the summaries fetched
+  // or null) -> the step expected next.
+  using AfterRunFn = std::function<std::optional<int64_t>(
+      int64_t stale_step, std::optional<int64_t> next_step, bool due,
+      const std::vector<SharedTensor>* summaries)>;
+  using Config = ScheduledHookConfig<AfterRunFn>;
+  explicit SummarySaverHook(Config config);
+  // The summaries to fetch on due steps (resolved after session creation,
   // when the Scaffold has its summary op); null for none.
-  void set_extra(PlanPtr extra);
+  void set_summaries(PlanPtr summaries);
   void set_summary_writer(std::shared_ptr<SummaryWriter> writer) {
     summary_writer_ = std::move(writer);
   }
@@ -235,28 +296,39 @@ class StepScheduledHook : public Hook {
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
                  const std::string& run_metadata) override;
-  // Only the summaries or trace of a step it acts on go on to Python.
-  bool keeps_values(const RunRequest& request) const override;
-  void end(const SessionRunner&) override { on_end_(); }
-  std::optional<int64_t> next_step() const { return next_step_; }
-  void adopt_timer(std::optional<int64_t> last_step, double last_time) {
-    timer_.set_state(last_step, last_time);
-  }
-  const SecondOrStepTimer& timer() const { return timer_; }
 
  private:
   // TF's after_run written natively; false (nothing done) when it cannot be.
-  bool write_natively(StepContext& ctx, int64_t stale, bool requested, const Fetched& outputs);
+  bool write_natively(StepContext& ctx, int64_t stale, bool due, const Fetched& outputs);
 
-  PlanPtr read_step_, read_step_and_extra_;
-  SecondOrStepTimer timer_;
-  bool act_on_first_step_;
-  bool full_trace_;
-  bool has_extra_ = false;
-  ActFn act_;
-  std::function<void()> on_end_;
-  std::optional<int64_t> next_step_;
+  AfterRunFn after_run_;
+  PlanPtr read_step_and_summaries_;
+  bool has_summaries_ = false;
   std::shared_ptr<SummaryWriter> summary_writer_;
+};
+
+// TF's ProfilerHook: the global step is fetched every step and its schedule
+// (StepSchedule) kept natively; a due step asks for a full trace and
+// `after_run` -- TF's own after_run on the hook object, which writes the
+// timeline -- runs with the step's RunMetadata and returns the step it
+// expects next; so does the first step (TF starts its timer there). Every
+// other step is native. `end` is TF's own.
+class ProfilerHook : public ScheduledHook {
+ public:
+  // TF's after_run: (stale step, expected step, due, serialized
+  // RunMetadata) -> the step expected next.
+  using AfterRunFn = std::function<std::optional<int64_t>(
+      int64_t stale_step, std::optional<int64_t> next_step, bool due,
+      const std::string& run_metadata)>;
+  using Config = ScheduledHookConfig<AfterRunFn>;
+  explicit ProfilerHook(Config config);
+  void before_run(StepContext& ctx, RunRequest& request) override;
+  void after_run(StepContext& ctx, const RunRequest& request,
+                 const Fetched* outputs,
+                 const std::string& run_metadata) override;
+
+ private:
+  AfterRunFn after_run_;
 };
 
 // True when a float scalar (half, float, double, bfloat16) is NaN.

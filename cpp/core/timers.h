@@ -17,6 +17,8 @@ class SecondOrStepTimer {
   SecondOrStepTimer(std::optional<double> every_secs, std::optional<double> every_steps,
                     bool never = false)
       : every_secs_(every_secs), every_steps_(every_steps), never_(never) {}
+  // Neither measure: a hook's configuration before its timer is set.
+  SecondOrStepTimer() : SecondOrStepTimer(std::nullopt, std::nullopt) {}
 
   bool should_trigger_for_step(int64_t step) const;
   // Returns the seconds since the previous trigger, if there was one.
@@ -24,7 +26,8 @@ class SecondOrStepTimer {
   void reset() { last_step_.reset(); }
   std::optional<int64_t> last_step() const { return last_step_; }
   double last_time() const { return last_time_; }
-  // Adopts a timer state kept elsewhere (TF's Python timer of the same hook).
+  // Takes the state of a timer kept elsewhere (TF's Python timer of the same
+  // hook, which is the reference).
   void set_state(std::optional<int64_t> last_step, double last_time) {
     last_step_ = last_step;
     last_time_ = last_time;

@@ -98,64 +98,133 @@ def _optional_float(value):
   return None if value is None else float(value)
 
 
-class _timer_handed_back:  # pylint: disable=invalid-name
-  """`with _timer_handed_back(native, timer):` runs TF's own hook code, then
-  hands TF's timer state to the native mirror of that timer: whether the code
-  moved it or not, and even if it raised. (A class, not a generator-based
-  context manager: it runs on the steps where a hook acts, inside the loop.)"""
-
-  __slots__ = ('_native', '_timer')
-
-  def __init__(self, native, timer):
-    self._native = native
-    self._timer = timer
-
-  def __enter__(self):
-    return None
-
-  def __exit__(self, *exc_info):
-    timer = self._timer
-    self._native.adopt_timer(timer._last_triggered_step, timer._last_triggered_time or 0.0)  # pylint: disable=protected-access
-    return False
-
-
-def _set_tf_timer(timer, as_step, last_step, last_time):
-  """TF's timer where its native mirror is."""
-  timer._last_triggered_step = None if last_step is None else as_step(last_step)  # pylint: disable=protected-access
-  timer._last_triggered_time = last_time  # pylint: disable=protected-access
-
-
-def _catch_up_tf_timer(timer, native, as_step):
-  """TF's timer where the native hook `native` moved it, once it fired."""
-  last_step, last_time = native.timer_state
-  if last_step is not None:
-    _set_tf_timer(timer, as_step, last_step, last_time)
-
-
 def _output(tensor):
   return tensor.op._c_op, tensor.value_index  # pylint: disable=protected-access
 
 
-class _NativeStopAtStep:
-  """Native StopAtStepHook configured from a begun TF StopAtStepHook."""
+def _step_type(hook):
+  """The type TF gives the steps its hook keeps (the global step's dtype)."""
+  return hook._global_step_tensor.dtype.as_numpy_dtype  # pylint: disable=protected-access
 
-  def __init__(self, hook, owner):
-    del owner
-    step = hook._global_step_tensor  # pylint: disable=protected-access
-    num_steps = hook._num_steps  # pylint: disable=protected-access
-    last_step = hook._last_step  # pylint: disable=protected-access
-    as_step = step.dtype.as_numpy_dtype
+
+class HookStateSync:
+  """Keeps the state a stock hook keeps on TF's hook object and the copy its
+  native hook keeps in step: TF's timer (`_timer`) and the fields named in
+  `fields` (pairs of TF's attribute and the native hook's property).
+
+  The native hook moves its copy on the steps no Python runs; TF's object is
+  brought up to it (`to_tf_hook`) before TF's code reads it and when the
+  session closes. TF's code that may move TF's timer runs inside
+  `running_tf_code()`, which copies TF's timer into the native hook
+  afterwards, even if that code raised: TF's timer is the reference.
+  """
+
+  __slots__ = ('_tf_hook', '_as_step', '_fields', 'native_hook')
+
+  def __init__(self, tf_hook, as_step, fields=()):
+    self._tf_hook = tf_hook
+    self._as_step = as_step  # the type of the steps TF keeps
+    self._fields = tuple(fields)
+    self.native_hook = None  # set once the native hook is made
+
+  def to_tf_hook(self):
+    """TF's object where the native hook is: its fields, and its timer once
+    the native timer has fired."""
+    native, as_step = self.native_hook, self._as_step
+    for tf_name, native_name in self._fields:
+      value = getattr(native, native_name)
+      setattr(self._tf_hook, tf_name, None if value is None else as_step(value))
+    last_step, last_time = native.timer_state
+    if last_step is not None:
+      self.set_tf_timer(last_step, last_time)
+
+  def set_tf_timer(self, last_step, last_time):
+    """TF's timer set to a state the native timer had."""
+    timer = self._tf_hook._timer  # pylint: disable=protected-access
+    timer._last_triggered_step = None if last_step is None else self._as_step(last_step)  # pylint: disable=protected-access
+    timer._last_triggered_time = last_time  # pylint: disable=protected-access
+
+  def tf_timer_to_native(self):
+    """The native timer set to TF's."""
+    timer = self._tf_hook._timer  # pylint: disable=protected-access
+    self.native_hook.set_timer_state(timer._last_triggered_step,  # pylint: disable=protected-access
+                                     timer._last_triggered_time or 0.0)  # pylint: disable=protected-access
+
+  def running_tf_code(self):
+    """`with sync.running_tf_code():` around TF's own code of the hook."""
+    return _RunningTFCode(self)
+
+
+class _RunningTFCode:
+  """HookStateSync.running_tf_code's context (a class, not a generator: it
+  runs inside the loop, on the steps where a hook acts)."""
+
+  __slots__ = ('_sync',)
+
+  def __init__(self, sync):
+    self._sync = sync
+
+  def __enter__(self):
+    self._sync.to_tf_hook()
+
+  def __exit__(self, *exc_info):
+    self._sync.tf_timer_to_native()
+    return False
+
+
+class NativeRunner:
+  """Runs one begun stock hook (TF's object, `tf_hook`) natively: it makes
+  the hook's native hook (`native_hook`, which the HookedSession dispatches)
+  and holds the calls into TF's own code of that hook.
+
+  `hooked` is the HookedSession (held weakly): its `tf_sess` is the session
+  of the moment. A runner whose hook keeps state on TF's object has a
+  HookStateSync (`state`). The native hook's callbacks hold the runner only
+  weakly (`self._weak`): a cycle through a native object is invisible to the
+  garbage collector.
+  """
+
+  state = None
+
+  def __init__(self, tf_hook, hooked):
+    self.tf_hook = tf_hook
+    self.hooked = hooked
+    self._weak = weakref.proxy(self)
+    self.native_hook = None
+
+  # `accepts(hook)` (a staticmethod), where defined, says which instances of
+  # the class run natively; without it every instance does.
+
+  def write_state_to_tf_hook(self):
+    """At close, before any end(): TF's object gets the state the native hook
+    kept, so it holds it even when no end() runs."""
+    if self.state is not None:
+      self.state.to_tf_hook()
+
+  def on_session_attached(self):
+    """After the native dispatch is bound to a new TF session."""
+
+
+class _NativeStopAtStepHook(NativeRunner):
+  """StopAtStepHook: the global step compared natively with the last step."""
+
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
+    as_step = _step_type(tf_hook)
+    num_steps = tf_hook._num_steps  # pylint: disable=protected-access
+    last_step = tf_hook._last_step  # pylint: disable=protected-access
 
     def on_last_step(value):
       # TF's hook computes _last_step (global step + num_steps, a numpy int)
       # in its first after_create_session and keeps it; so does the object
       # here, so reusing it behaves as in TF.
-      hook._last_step = as_step(value)  # pylint: disable=protected-access
+      tf_hook._last_step = as_step(value)  # pylint: disable=protected-access
 
-    self.native = _native.StopAtStepHook(
-        step.op._c_op, step.value_index,  # pylint: disable=protected-access
-        0 if num_steps is None else int(num_steps),
-        None if last_step is None else int(last_step), on_last_step)
+    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
+    self.native_hook = _native.StopAtStepHook(
+        global_step_op=op, global_step_index=index,
+        num_steps=0 if num_steps is None else int(num_steps),
+        last_step=None if last_step is None else int(last_step), on_last_step=on_last_step)
 
 
 # TF's NanTensorHook.after_run logs from these lines.
@@ -163,13 +232,12 @@ _LOG_NAN_ERROR = TFSite(_tf_hooks.NanTensorHook.after_run, 'logging.error(')
 _LOG_NAN_WARNING = TFSite(_tf_hooks.NanTensorHook.after_run, 'logging.warning(')
 
 
-class _NativeNanTensor:
-  """Native NanTensorHook; the rare NaN path logs (and raises) as TF does."""
+class _NativeNanTensorHook(NativeRunner):
+  """NanTensorHook; the rare NaN path logs (and raises) as TF does."""
 
-  def __init__(self, hook, owner):
-    del owner
-    loss = hook._loss_tensor  # pylint: disable=protected-access
-    fail = bool(hook._fail_on_nan_loss)  # pylint: disable=protected-access
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
+    fail = bool(tf_hook._fail_on_nan_loss)  # pylint: disable=protected-access
 
     def on_nan():
       failure_message = 'Model diverged with loss = NaN.'
@@ -178,7 +246,9 @@ class _NativeNanTensor:
         raise NanLossDuringTrainingError
       _LOG_NAN_WARNING.call(logging.warning, failure_message)
 
-    self.native = _native.NanTensorHook(*_output(loss), fail, on_nan)
+    op, index = _output(tf_hook._loss_tensor)  # pylint: disable=protected-access
+    self.native_hook = _native.NanTensorHook(loss_op=op, loss_index=index,
+                                             fail_on_nan_loss=fail, on_nan=on_nan)
 
   @staticmethod
   def accepts(hook):
@@ -189,45 +259,38 @@ class _NativeNanTensor:
                                       dtypes.float64))
 
 
-class _NativeLoggingTensor:
-  """Native trigger decisions for LoggingTensorHook; logging itself is TF's
-  own _log_tensors on the hook object, so lines and formats are TF's. With
-  TF's default formatting, a firing step whose line TF's logger would not
-  print only moves the timer, natively (see native_hooks.h)."""
+class _NativeLoggingTensorHook(NativeRunner):
+  """LoggingTensorHook: trigger decisions native; logging itself is TF's own
+  _log_tensors on the hook object, so lines and formats are TF's. With TF's
+  default formatting, a firing step whose line TF's logger would not print
+  only moves the timer, natively (see native_hooks.h)."""
 
-  def __init__(self, hook, owner):
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
     plan = fetches_lib.PlanCache(ops.get_default_graph(), None).fetch_plan(
-        hook._current_tensors)  # pylint: disable=protected-access
-    timer = hook._timer  # pylint: disable=protected-access
+        tf_hook._current_tensors)  # pylint: disable=protected-access
+    timer = tf_hook._timer  # pylint: disable=protected-access
     never = isinstance(timer, _tf_hooks.NeverTriggerTimer)
-
-    me = weakref.proxy(self)  # the native hook's callbacks must not keep it alive
+    self.state = HookStateSync(tf_hook, int, fields=[('_iter_count', 'iter_count')])
+    me = self._weak
 
     def log(iter_count, values):
-      hook._iter_count = iter_count  # pylint: disable=protected-access
-      me.catch_up_timer()  # steps that did not log moved the native timer only
-      with _timer_handed_back(me.native, timer):
-        hook._log_tensors(plan.build(values))  # pylint: disable=protected-access
+      with me.state.running_tf_code():
+        tf_hook._iter_count = iter_count  # pylint: disable=protected-access
+        tf_hook._log_tensors(plan.build(values))  # pylint: disable=protected-access
 
-    self._hook, self._owner = hook, owner
-    self.native = _native.LoggingTensorHook(
-        plan.native, None if never else _optional_float(timer._every_secs),  # pylint: disable=protected-access
-        None if never else _optional_float(timer._every_steps), never, log,  # pylint: disable=protected-access
-        lambda: me.end())  # pylint: disable=unnecessary-lambda  (me.end would keep self)
+    def end():
+      me.state.to_tf_hook()
+      tf_hook.end(me.hooked.tf_sess)  # TF's own: logs once more when at_end
+
+    self.native_hook = self.state.native_hook = _native.LoggingTensorHook(
+        tensors=plan.native,
+        every_secs=None if never else _optional_float(timer._every_secs),  # pylint: disable=protected-access
+        every_steps=None if never else _optional_float(timer._every_steps),  # pylint: disable=protected-access
+        never=never, log=log, end=end)
     # A formatter is the user's code, and may do more than format.
-    if hook._formatter is None and '_log_tensors' not in vars(hook):  # pylint: disable=protected-access
-      self.native.set_quiet_unless_logged_by(logging.get_logger())
-
-  def end(self):
-    self.catch_up_timer()
-    self._hook.end(self._owner.tf_sess)  # TF's own: logs once more when at_end
-
-  def catch_up_timer(self):
-    _catch_up_tf_timer(self._hook._timer, self.native, int)  # pylint: disable=protected-access
-
-  def hand_back(self):
-    self._hook._iter_count = self.native.iter_count  # pylint: disable=protected-access
-    self.catch_up_timer()
+    if tf_hook._formatter is None and '_log_tensors' not in vars(tf_hook):  # pylint: disable=protected-access
+      self.native_hook.set_quiet_unless_logged_by(logging.get_logger())
 
   @staticmethod
   def accepts(hook):
@@ -235,110 +298,127 @@ class _NativeLoggingTensor:
     return type(timer) in (_tf_hooks.SecondOrStepTimer, _tf_hooks.NeverTriggerTimer)
 
 
-class _NativeGlobalStepGated:
-  """CheckpointSaverHook and StepCounterHook: the global step is fetched, the
-  timer consulted and the step read afresh natively; Python runs only where
-  the hook acts, and then TF's own code, so files and log lines are TF's:
-  CheckpointSaverHook's timer and `_save`; StepCounterHook's
-  `_log_and_record` for the step rates counted natively (handed over in
-  batches inside run_steps, see native_hooks.h); for a stuck step TF's
-  whole after_run; after_create_session and end."""
+def _timed_on_integer_global_step(hook):
+  """Whether a hook that follows the global step with TF's timer
+  (CheckpointSaverHook, StepCounterHook, SummarySaverHook, ProfilerHook)
+  can run natively: TF's SecondOrStepTimer on an integer global step."""
+  step = getattr(hook, '_global_step_tensor', None)
+  return (type(getattr(hook, '_timer', None)) is _tf_hooks.SecondOrStepTimer and
+          step is not None and step.dtype.base_dtype.is_integer)
 
-  def __init__(self, hook, owner):
-    timer = hook._timer  # pylint: disable=protected-access
-    step = hook._global_step_tensor  # pylint: disable=protected-access
-    as_step = step.dtype.as_numpy_dtype
-    is_step_counter = type(hook) is _tf_hooks.StepCounterHook
 
-    self._hook, self._as_step, self._is_step_counter = hook, as_step, is_step_counter
-    me = weakref.proxy(self)  # the native hook's callbacks must not keep it alive
+def _timer_config(timer):
+  return dict(every_secs=_optional_float(timer._every_secs),  # pylint: disable=protected-access
+              every_steps=_optional_float(timer._every_steps))  # pylint: disable=protected-access
 
-    def act(stale_step):
-      me.hand_back()  # TF's after_run compares with _last_global_step
-      # CheckpointSaverHook hands the session on to the user's listeners:
-      # they get TF's raw session, as in TF.
-      session = owner.stock_hook_session if is_step_counter else owner.tf_sess
-      run_context = SessionRunContext(original_args=SessionRunArgs(None), session=session)
-      with _timer_handed_back(me.native, timer):
-        hook.after_run(run_context, SessionRunValues(
+
+class _NativeCheckpointSaverHook(NativeRunner):
+  """CheckpointSaverHook: the global step fetched and its gate kept natively;
+  Python runs only when the gate opens, and then TF's own timer and `_save`,
+  so files and log lines are TF's; after_create_session and end are
+  fastmts's (checkpoint_saver.py). The user's listeners get TF's raw
+  session, as in TF."""
+
+  accepts = staticmethod(_timed_on_integer_global_step)
+
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
+    timer = tf_hook._timer  # pylint: disable=protected-access
+    as_step = _step_type(tf_hook)
+    self.state = HookStateSync(tf_hook, as_step)
+    me = self._weak
+
+    def save(fresh_step):
+      # The body of TF's after_run once the gate opened for the fresh step.
+      global_step = as_step(fresh_step)
+      with me.state.running_tf_code():
+        if not timer.should_trigger_for_step(global_step):  # TF's clock decides
+          return False
+        timer.update_last_triggered_step(global_step)
+        return bool(checkpoint_saver.save(tf_hook, me.hooked.tf_sess, global_step))
+
+    def after_create_session():
+      with me.state.running_tf_code():
+        checkpoint_saver.after_create_session(tf_hook, me.hooked.tf_sess)
+
+    def end():
+      with me.state.running_tf_code():
+        checkpoint_saver.end(tf_hook, me.hooked.tf_sess)
+
+    writes = getattr(tf_hook, '_fastmts_async', None)
+    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
+    self.native_hook = self.state.native_hook = _native.CheckpointSaverHook(
+        global_step_op=op, global_step_index=index, **_timer_config(timer),
+        steps_per_run=int(tf_hook._steps_per_run),  # pylint: disable=protected-access
+        save=save, after_create_session=after_create_session, end=end,
+        writer=None if writes is None else writes.native,
+        deliver_write=None if writes is None else lambda: writes.deliver(wait=False))
+
+
+class _NativeStepCounterHook(NativeRunner):
+  """StepCounterHook: the global step fetched, its gate kept and the step
+  rates counted natively; TF's own `_log_and_record` writes them (handed
+  over in batches inside run_steps, see native_hooks.h), or the native
+  summary writer does when TF's log line would not print; for a stuck step
+  TF's whole after_run runs; after_create_session and end are TF's."""
+
+  accepts = staticmethod(_timed_on_integer_global_step)
+
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
+    as_step = _step_type(tf_hook)
+    self.state = HookStateSync(tf_hook, as_step,
+                               fields=[('_last_global_step', 'last_step')])
+    me = self._weak
+
+    def after_run_stuck(stale_step):
+      # TF's after_run compares with _last_global_step: the sync sets it.
+      run_context = SessionRunContext(original_args=SessionRunArgs(None),
+                                      session=me.hooked.stock_hook_session)
+      with me.state.running_tf_code():
+        tf_hook.after_run(run_context, SessionRunValues(
             results=as_step(stale_step), options=config_pb2.RunOptions(),
             run_metadata=config_pb2.RunMetadata()))
       return run_context.stop_requested
 
-    def save(fresh_step):
-      # The body of TF's CheckpointSaverHook.after_run once its timer fired
-      # for the fresh step.
-      global_step = as_step(fresh_step)
-      with _timer_handed_back(me.native, timer):
-        if not timer.should_trigger_for_step(global_step):  # TF's clock decides
-          return False
-        timer.update_last_triggered_step(global_step)
-        return bool(checkpoint_saver.save(hook, owner.tf_sess, global_step))
-
-    def record(rates, timer_last_step, timer_last_time):
-      # The rest of TF's StepCounterHook.after_run for each step where its
-      # timer fired (values typed as TF computes them), then TF's timer
-      # where the native one is; or, when a record fails, where TF's timer
-      # stopped, at that record (the native one goes back there too: the
-      # records after it were never written).
-      try:
-        for elapsed_steps, elapsed_secs, global_step, triggered_at in rates:
-          try:
-            hook._log_and_record(as_step(elapsed_steps), elapsed_secs, as_step(global_step))  # pylint: disable=protected-access
-          except BaseException:
-            timer_last_step, timer_last_time = global_step, triggered_at
-            me.native.adopt_timer(timer_last_step, timer_last_time)
-            raise
-      finally:
-        _set_tf_timer(timer, as_step, timer_last_step, timer_last_time)
-
-    # TF's code below reads TF's timer: it first catches up with the
-    # records written natively.
     def after_create_session():
-      me.hand_back()
-      with _timer_handed_back(me.native, timer):
-        if is_step_counter:
-          hook.after_create_session(owner.tf_sess, owner.coord)
-        else:
-          checkpoint_saver.after_create_session(hook, owner.tf_sess)
+      with me.state.running_tf_code():
+        tf_hook.after_create_session(me.hooked.tf_sess, me.hooked.coord)
 
     def end():
-      me.hand_back()
-      with _timer_handed_back(me.native, timer):
-        if is_step_counter:
-          hook.end(owner.tf_sess)
-        else:
-          checkpoint_saver.end(hook, owner.tf_sess)
+      with me.state.running_tf_code():
+        tf_hook.end(me.hooked.tf_sess)
 
-    last = getattr(hook, '_last_global_step', None) if is_step_counter else None
-    writes = None if is_step_counter else getattr(hook, '_fastmts_async', None)
-    self.native = _native.GlobalStepGatedHook(
-        *_output(step),
-        _optional_float(timer._every_secs), _optional_float(timer._every_steps),  # pylint: disable=protected-access
-        int(hook._steps_per_run), is_step_counter,  # pylint: disable=protected-access
-        None if last is None else int(last), act,
-        None if is_step_counter else save, record if is_step_counter else None,
-        after_create_session, end, writer=None if writes is None else writes.native,
-        on_written=None if writes is None else lambda: writes.deliver(wait=False))
-    summary_writer = hook._summary_writer if is_step_counter else None  # pylint: disable=protected-access
-    native_writer = (None if summary_writer is None else
-                     event_file_writer.summary_writer_of(summary_writer))
+    last = getattr(tf_hook, '_last_global_step', None)
+    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
+    self.native_hook = self.state.native_hook = _native.StepCounterHook(
+        global_step_op=op, global_step_index=index, **_timer_config(tf_hook._timer),  # pylint: disable=protected-access
+        steps_per_run=int(tf_hook._steps_per_run),  # pylint: disable=protected-access
+        last_step=None if last is None else int(last), after_run_stuck=after_run_stuck,
+        record=lambda *batch: me._record(*batch),  # pylint: disable=protected-access
+        after_create_session=after_create_session, end=end)
+    native_writer = (None if tf_hook._summary_writer is None else  # pylint: disable=protected-access
+                     event_file_writer.summary_writer_of(tf_hook._summary_writer))  # pylint: disable=protected-access
     if native_writer is not None:
-      self.native.set_summary_writer(native_writer, hook._summary_tag, logging.get_logger())  # pylint: disable=protected-access
+      self.native_hook.set_summary_writer(native_writer, tf_hook._summary_tag,  # pylint: disable=protected-access
+                                          logging.get_logger())
 
-  def hand_back(self):
-    # StepCounterHook's _last_global_step moves every step, and its timer
-    # on each record written natively: both natively only.
-    if self._is_step_counter:
-      last_step = self.native.last_step
-      self._hook._last_global_step = None if last_step is None else self._as_step(last_step)  # pylint: disable=protected-access
-      _catch_up_tf_timer(self._hook._timer, self.native, self._as_step)  # pylint: disable=protected-access
-
-  @staticmethod
-  def accepts(hook):
-    step = getattr(hook, '_global_step_tensor', None)
-    return (type(getattr(hook, '_timer', None)) is _tf_hooks.SecondOrStepTimer and
-            step is not None and step.dtype.base_dtype.is_integer)
+  def _record(self, rates, timer_last_step, timer_last_time):
+    """The rest of TF's after_run for each step where its timer fired (values
+    typed as TF computes them), then TF's timer where the native one was; or,
+    when a record fails, where TF's timer stopped, at that record (the native
+    one goes back there too: the records after it were never written)."""
+    as_step = _step_type(self.tf_hook)
+    try:
+      for elapsed_steps, elapsed_secs, global_step, triggered_at in rates:
+        try:
+          self.tf_hook._log_and_record(as_step(elapsed_steps), elapsed_secs, as_step(global_step))  # pylint: disable=protected-access
+        except BaseException:
+          timer_last_step, timer_last_time = global_step, triggered_at
+          self.native_hook.set_timer_state(timer_last_step, timer_last_time)
+          raise
+    finally:
+      self.state.set_tf_timer(timer_last_step, timer_last_time)
 
 
 # The ops whose output is a Summary TF's C++ serialized (MergeSummary parses
@@ -348,146 +428,168 @@ _SUMMARY_OP_TYPES = frozenset((
     'AudioSummaryV2', 'TensorSummary', 'TensorSummaryV2'))
 
 
-class _NativeStepScheduled:
-  """SummarySaverHook and ProfilerHook: the global step is fetched and the
-  schedule kept natively; on the steps where TF's hook acts (and its first
-  step) the summaries or the full trace are fetched and TF's own after_run
-  writes them, so event files, timelines and log lines are TF's."""
+def _run_tf_after_run(runner, stale_step, next_step, due, results, options, run_metadata):
+  """TF's after_run of a scheduled hook (SummarySaverHook, ProfilerHook) on
+  the hook object, set as TF's before_run left it; returns the step it
+  expects next, as the native schedule keeps it."""
+  tf_hook, as_step = runner.tf_hook, _step_type(runner.tf_hook)
+  with runner.state.running_tf_code():
+    tf_hook._next_step = None if next_step is None else as_step(next_step)  # pylint: disable=protected-access
+    tf_hook._request_summary = due  # pylint: disable=protected-access
+    results['global_step'] = as_step(stale_step)
+    run_context = SessionRunContext(original_args=SessionRunArgs(None),
+                                    session=runner.hooked.stock_hook_session)
+    tf_hook.after_run(run_context, SessionRunValues(results=results, options=options,
+                                                    run_metadata=run_metadata))
+  next_step = tf_hook._next_step  # pylint: disable=protected-access
+  return None if next_step is None else int(next_step)
 
-  def __init__(self, hook, owner):
-    self._hook = hook
-    self._owner = owner
-    timer = hook._timer  # pylint: disable=protected-access
-    step = hook._global_step_tensor  # pylint: disable=protected-access
-    as_step = step.dtype.as_numpy_dtype
-    self._is_summary = type(hook) is _tf_hooks.SummarySaverHook
+
+class _NativeSummarySaverHook(NativeRunner):
+  """SummarySaverHook: the global step fetched and the schedule kept
+  natively; on due steps (and its first) the summaries are fetched and
+  written natively when TF's summary ops serialized them, else TF's own
+  after_run writes them, so event files and log lines are TF's."""
+
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
+    self.state = HookStateSync(tf_hook, _step_type(tf_hook), fields=[('_next_step', 'next_step')])
     self._summary_plan = None
-    me = weakref.proxy(self)  # the native hook's callbacks must not keep it alive
+    me = self._weak
 
-    def act(stale_step, next_step, requested, extra, run_metadata):
-      hook._next_step = None if next_step is None else as_step(next_step)  # pylint: disable=protected-access
-      hook._request_summary = requested  # pylint: disable=protected-access
-      results = {'global_step': as_step(stale_step)}
-      if extra is not None and me._summary_plan is not None:  # pylint: disable=protected-access
-        results['summary'] = me._summary_plan.build(extra)  # pylint: disable=protected-access
+    def after_run(stale_step, next_step, due, summaries):
+      results = {}
+      if summaries is not None and me._summary_plan is not None:  # pylint: disable=protected-access
+        results['summary'] = me._summary_plan.build(summaries)  # pylint: disable=protected-access
+      return _run_tf_after_run(me, stale_step, next_step, due, results,
+                               config_pb2.RunOptions(), config_pb2.RunMetadata())
+
+    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
+    self.native_hook = self.state.native_hook = _native.SummarySaverHook(
+        global_step_op=op, global_step_index=index, **_timer_config(tf_hook._timer),  # pylint: disable=protected-access
+        after_run=after_run, end=lambda: tf_hook.end(me.hooked.tf_sess))
+
+  def on_session_attached(self):
+    # The Scaffold's summary op exists once the session is created.
+    summary_op = self.tf_hook._get_summary_op()  # pylint: disable=protected-access
+    self._summary_plan = None if summary_op is None else self.hooked.plans.fetch_plan(summary_op)
+    self.native_hook.set_summaries(None if summary_op is None else self._summary_plan.native)
+    # Summaries a TF summary op serialized are written natively; bytes from
+    # elsewhere (a constant, a py_func) are TF's Python's to parse.
+    if all(tensor.op.type in _SUMMARY_OP_TYPES for tensor in summary_op or ()):
+      self.native_hook.set_summary_writer(
+          event_file_writer.summary_writer_of(self.tf_hook._summary_writer))  # pylint: disable=protected-access
+
+  @staticmethod
+  def accepts(hook):
+    # Without a writer TF's SummarySaverHook fetches summaries every step and
+    # drops them; rare enough to leave to Python.
+    return _timed_on_integer_global_step(hook) and bool(hook._summary_writer)  # pylint: disable=protected-access
+
+
+class _NativeProfilerHook(NativeRunner):
+  """ProfilerHook: the global step fetched and the schedule kept natively; a
+  due step asks for a full trace and TF's own after_run writes the
+  timeline, so timelines and log lines are TF's."""
+
+  accepts = staticmethod(_timed_on_integer_global_step)
+
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
+    self.state = HookStateSync(tf_hook, _step_type(tf_hook), fields=[('_next_step', 'next_step')])
+    me = self._weak
+
+    def after_run(stale_step, next_step, due, run_metadata):
       metadata = config_pb2.RunMetadata()
       if run_metadata is not None:
         metadata.ParseFromString(run_metadata)
       options = config_pb2.RunOptions()
-      if requested and not me._is_summary:  # pylint: disable=protected-access
+      if due:
         options.trace_level = config_pb2.RunOptions.FULL_TRACE
-      run_context = SessionRunContext(original_args=SessionRunArgs(None),
-                                      session=owner.stock_hook_session)
-      with _timer_handed_back(me.native, timer):
-        hook.after_run(run_context, SessionRunValues(results=results, options=options,
-                                                     run_metadata=metadata))
-      next_step = hook._next_step  # pylint: disable=protected-access
-      return None if next_step is None else int(next_step)
+      return _run_tf_after_run(me, stale_step, next_step, due, {}, options, metadata)
 
-    self.native = _native.StepScheduledHook(
-        *_output(step), _optional_float(timer._every_secs),  # pylint: disable=protected-access
-        _optional_float(timer._every_steps), self._is_summary, not self._is_summary, act,  # pylint: disable=protected-access
-        lambda: hook.end(owner.tf_sess))
-
-  def hand_back(self):
-    # Steps without summaries move the step expected next and the timer
-    # natively only.
-    next_step = self.native.next_step
-    as_step = self._hook._global_step_tensor.dtype.as_numpy_dtype  # pylint: disable=protected-access
-    self._hook._next_step = None if next_step is None else as_step(next_step)  # pylint: disable=protected-access
-    _catch_up_tf_timer(self._hook._timer, self.native, as_step)  # pylint: disable=protected-access
-
-  def after_attach(self):
-    # The Scaffold's summary op exists once the session is created.
-    if self._is_summary:
-      summary_op = self._hook._get_summary_op()  # pylint: disable=protected-access
-      self._summary_plan = None if summary_op is None else self._owner.plans.fetch_plan(summary_op)
-      self.native.set_extra(None if summary_op is None else self._summary_plan.native)
-      # Summaries a TF summary op serialized are written natively; bytes
-      # from elsewhere (a constant, a py_func) are TF's Python's to parse.
-      if all(tensor.op.type in _SUMMARY_OP_TYPES for tensor in summary_op or ()):
-        self.native.set_summary_writer(
-            event_file_writer.summary_writer_of(self._hook._summary_writer))  # pylint: disable=protected-access
-
-  @staticmethod
-  def accepts(hook):
-    step = getattr(hook, '_global_step_tensor', None)
-    if (type(getattr(hook, '_timer', None)) is not _tf_hooks.SecondOrStepTimer or
-        step is None or not step.dtype.base_dtype.is_integer):
-      return False
-    # Without a writer TF's SummarySaverHook fetches summaries every step and
-    # drops them; rare enough to leave to Python.
-    return type(hook) is not _tf_hooks.SummarySaverHook or bool(hook._summary_writer)  # pylint: disable=protected-access
+    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
+    self.native_hook = self.state.native_hook = _native.ProfilerHook(
+        global_step_op=op, global_step_index=index, **_timer_config(tf_hook._timer),  # pylint: disable=protected-access
+        after_run=after_run, end=lambda: tf_hook.end(me.hooked.tf_sess))
 
 
-class _NativeFinalOps:
+class _NativeFinalOpsHook(NativeRunner):
   """FinalOpsHook has no per-step work; TF's own end() runs the final ops,
   so final_ops_values is set on the user's hook object."""
 
-  def __init__(self, hook, owner):
-    self.native = _native.EndOnlyHook(lambda: hook.end(owner.tf_sess))
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
+    me = self._weak
+    self.native_hook = _native.EndOnlyHook(end=lambda: tf_hook.end(me.hooked.tf_sess))
 
 
-class _NativeFeedFn:
+class _NativeFeedFnHook(NativeRunner):
   """FeedFnHook: the user's feed_fn (read from the hook each step, as TF
   does) is called natively before each step and its feeds merged natively."""
 
-  def __init__(self, hook, owner):
-    self.native = _native.FeedFnHook(lambda: owner.plans.hook_feeds(hook.feed_fn()))
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
+    me = self._weak
+    self.native_hook = _native.FeedFnHook(
+        feeds=lambda: me.hooked.plans.hook_feeds(tf_hook.feed_fn()))
 
 
-class _NativeGlobalStepWaiter:
+class _NativeGlobalStepWaiterHook(NativeRunner):
   """GlobalStepWaiterHook: TF's own before_run (which polls the global step
   and logs) runs until the worker has started; then nothing runs."""
 
-  def __init__(self, hook, owner):
+  def __init__(self, tf_hook, hooked):
+    super().__init__(tf_hook, hooked)
+    me = self._weak
 
     def wait():
-      if not hook._worker_is_started:  # pylint: disable=protected-access
-        hook.before_run(SessionRunContext(original_args=SessionRunArgs(None),
-                                          session=owner.tf_sess))
-      return bool(hook._worker_is_started)  # pylint: disable=protected-access
+      if not tf_hook._worker_is_started:  # pylint: disable=protected-access
+        tf_hook.before_run(SessionRunContext(original_args=SessionRunArgs(None),
+                                             session=me.hooked.tf_sess))
+      return bool(tf_hook._worker_is_started)  # pylint: disable=protected-access
 
-    self.native = _native.GlobalStepWaiterHook(wait)
+    self.native_hook = _native.GlobalStepWaiterHook(wait=wait)
 
 
-class _NativePreemption:
+class _NativePreemption(NativeRunner):
   """fastmts's PreemptionHook has no per-step work: its signal handler stops
   the session. Its after_create_session runs once the session is attached
   (a stop it requests must outlive the attach), its end() where TF's would."""
 
-  def __init__(self, hook, owner):
-    self._hook = hook
-    self._owner = owner
-    self.native = _native.EndOnlyHook(lambda: hook.end(owner.tf_sess))
+  def __init__(self, hook, hooked):
+    super().__init__(hook, hooked)
+    self.native_hook = _native.EndOnlyHook(end=lambda: hook.end(hooked.tf_sess))
 
-  def after_attach(self):
-    self._hook.after_create_session(self._owner.tf_sess, self._owner.coord)
+  def on_session_attached(self):
+    self.tf_hook.after_create_session(self.hooked.tf_sess, self.hooked.coord)
 
 
 # Exact classes only: a subclass may override anything and runs in Python.
-_NATIVE_OF_CLASS = {
+_NATIVE_RUNNER_OF_CLASS = {
     preemption.PreemptionHook: _NativePreemption,
-    _tf_hooks.StopAtStepHook: _NativeStopAtStep,
-    _tf_hooks.NanTensorHook: _NativeNanTensor,
-    _tf_hooks.LoggingTensorHook: _NativeLoggingTensor,
-    _tf_hooks.CheckpointSaverHook: _NativeGlobalStepGated,
-    CheckpointSaverHook: _NativeGlobalStepGated,
-    _tf_hooks.StepCounterHook: _NativeGlobalStepGated,
-    _tf_hooks.SummarySaverHook: _NativeStepScheduled,
-    _tf_hooks.ProfilerHook: _NativeStepScheduled,
-    _tf_hooks.FinalOpsHook: _NativeFinalOps,
-    _tf_hooks.FeedFnHook: _NativeFeedFn,
-    _tf_hooks.GlobalStepWaiterHook: _NativeGlobalStepWaiter,
+    _tf_hooks.StopAtStepHook: _NativeStopAtStepHook,
+    _tf_hooks.NanTensorHook: _NativeNanTensorHook,
+    _tf_hooks.LoggingTensorHook: _NativeLoggingTensorHook,
+    _tf_hooks.CheckpointSaverHook: _NativeCheckpointSaverHook,
+    CheckpointSaverHook: _NativeCheckpointSaverHook,
+    _tf_hooks.StepCounterHook: _NativeStepCounterHook,
+    _tf_hooks.SummarySaverHook: _NativeSummarySaverHook,
+    _tf_hooks.ProfilerHook: _NativeProfilerHook,
+    _tf_hooks.FinalOpsHook: _NativeFinalOpsHook,
+    _tf_hooks.FeedFnHook: _NativeFeedFnHook,
+    _tf_hooks.GlobalStepWaiterHook: _NativeGlobalStepWaiterHook,
 }
 
-def native_hook_of(hook, owner):
-  """The native stand-in of a begun stock hook, or None to run it in Python.
 
-  `owner` is the HookedSession; its `tf_sess` is the session of the moment.
+def native_runner_of(hook, hooked):
+  """The NativeRunner of a begun stock hook, or None to run it in Python.
+
+  `hooked` is the HookedSession (a weak proxy); its `tf_sess` is the session
+  of the moment.
   """
-  make = _NATIVE_OF_CLASS.get(type(hook))
-  # A stand-in without `accepts` takes every instance of its class.
-  if make is None or not getattr(make, 'accepts', lambda hook: True)(hook):
+  runner_class = _NATIVE_RUNNER_OF_CLASS.get(type(hook))
+  # A runner class without `accepts` takes every instance of its class.
+  if runner_class is None or not getattr(runner_class, 'accepts', lambda hook: True)(hook):
     return None
-  return make(hook, owner)
+  return runner_class(hook, hooked)

@@ -133,20 +133,20 @@ class HookedSession:
 
   def __init__(self, hooks):
     native_hooks = []
-    self._stand_ins = []  # of stock hooks; their native hooks' callbacks hold them weakly
+    self._native_runners = []  # of stock hooks; their native hooks' callbacks hold them weakly
     self._python_hook_objects = []
     # The native hooks hold Python callables that reach back here; a cycle
     # through a native object is invisible to the garbage collector, so
     # they hold this session only weakly.
     me = weakref.proxy(self)
     for hook in hooks:
-      stand_in = basic_session_run_hooks.native_hook_of(hook, me)
-      if stand_in is None:
+      runner = basic_session_run_hooks.native_runner_of(hook, me)
+      if runner is None:
         native_hooks.append(_native.PythonHook(hook, _PythonHookRunner(hook, me)))
         self._python_hook_objects.append(hook)
       else:
-        native_hooks.append(stand_in.native)
-        self._stand_ins.append(stand_in)
+        native_hooks.append(runner.native_hook)
+        self._native_runners.append(runner)
     self._native = _native.HookedSession(native_hooks)
     self._hooks = list(hooks)  # TF's name, as _HookedSession keeps them
     self._hook_names = [type(hook).__name__ for hook in hooks]
@@ -180,9 +180,8 @@ class HookedSession:
     self._native_holds_state = True
     with self._tf_errors():  # native hooks may read the step here
       self._native.attach(tf_sess)
-    for stand_in in self._stand_ins:
-      if hasattr(stand_in, 'after_attach'):
-        stand_in.after_attach()
+    for runner in self._native_runners:
+      runner.on_session_attached()
 
   def hand_back(self):
     """Brings what natively run stock hooks keep of their schedules natively
@@ -193,9 +192,8 @@ class HookedSession:
     if not self._native_holds_state:
       return
     self._native_holds_state = False
-    for stand_in in self._stand_ins:
-      if hasattr(stand_in, 'hand_back'):
-        stand_in.hand_back()
+    for runner in self._native_runners:
+      runner.write_state_to_tf_hook()
 
   def detach(self):
     """Unbinds the TF session (it is closed or being re-created)."""
