@@ -20,7 +20,8 @@
 
 namespace fastmts {
 
-// Raised by run() once a hook has requested stop (TF: RuntimeError).
+// Raised by run() once a hook has requested stop (TF: RuntimeError); its own
+// type so that callers recognise it without comparing messages.
 class StoppedError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

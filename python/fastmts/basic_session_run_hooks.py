@@ -451,23 +451,9 @@ class _NativeGlobalStepWaiter:
     self.native = _native.GlobalStepWaiterHook(wait)
 
 
-class _NativePreemption:
-  """fastmts's PreemptionHook has no per-step work: its signal handler stops
-  the session. Its after_create_session runs once the session is attached
-  (a stop it requests must outlive the attach), its end() where TF's would."""
-
-  def __init__(self, hook, owner):
-    self._hook = hook
-    self._owner = owner
-    self.native = _native.EndOnlyHook(lambda: hook.end(owner.tf_sess))
-
-  def after_attach(self):
-    self._hook.after_create_session(self._owner.tf_sess, self._owner.coord)
-
-
 # Exact classes only: a subclass may override anything and runs in Python.
 _NATIVE_OF_CLASS = {
-    preemption.PreemptionHook: _NativePreemption,
+    preemption.PreemptionHook: preemption.NativePreemptionHook,
     _tf_hooks.StopAtStepHook: _NativeStopAtStep,
     _tf_hooks.NanTensorHook: _NativeNanTensor,
     _tf_hooks.LoggingTensorHook: _NativeLoggingTensor,

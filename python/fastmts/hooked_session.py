@@ -230,6 +230,10 @@ class HookedSession:
       return self._python.stop_requested
     return self._native.stop_requested
 
+  def should_stop(self):
+    """Whether a hook requested stop (the bottom of the layers' should_stop)."""
+    return self.stop_requested
+
   def request_stop(self):
     """Stops the session as a hook's stop request would: should_stop() is
     True and a further run raises. Takes no lock (for a signal handler)."""

@@ -31,6 +31,10 @@ arrives:
 The handlers are Python's (`signal.signal`), so the hook must begin in the
 main thread; it puts the previous handlers back when the session closes (TF's
 own MonitoredSession: at the hook's end(), or `release()`).
+
+The hook only notices the signal and saves; a fastmts session asks the rest
+of its SessionPreemption, the session-level policy the hook feeds (the
+session's layers know it as their StopPolicy, fastmts.session_layers).
 """
 import numbers
 import os
@@ -46,6 +50,7 @@ from tensorflow.python.training import session_run_hook
 from tensorflow.python.training import training_util
 
 from fastmts import _native
+from fastmts import session_layers
 from fastmts._tensorflow import checkpoint_management
 
 _UNCATCHABLE = tuple(s for s in (getattr(signal, 'SIGKILL', None),
@@ -222,10 +227,6 @@ class _SignalRouter:
       del self._previous[signum]
       os.kill(os.getpid(), signum)
 
-  def first_preemption(self):
-    """The Preemption record of an active hook a watched signal reached, or None."""
-    return next((h.preemption for h in self._hooks if h.preemption is not None), None)
-
   def _handle(self, signum, frame):
     hooks = [h for h in self._hooks if signum in h.policy.signals]
     if not hooks:  # left in place by a release outside the main thread
@@ -244,14 +245,6 @@ class _SignalRouter:
 
 
 _ROUTER = _SignalRouter()
-
-
-def raise_if_requested(what):
-  """Raises Preempted in a wait (`what`) that must not outlast the grace
-  period, once a preemption signal reached a session still open."""
-  preemption = _ROUTER.first_preemption()
-  if preemption is not None:
-    raise Preempted('%s ended: %s received' % (what, preemption.signal.name), preemption)
 
 
 class PreemptionHook(session_run_hook.SessionRunHook):
@@ -284,10 +277,15 @@ class PreemptionHook(session_run_hook.SessionRunHook):
     self._basename = checkpoint_basename
     self._global_step = None
     self._coord = None
-    self._on_signal = None     # the fastmts session's reaction, if one runs it
-    self._released_by_session = False
+    self._session = None       # the SessionPreemption it feeds, in a fastmts session
+    self._ending = False       # its end() after a signal is under way
     self.preemption = None     # a Preemption once a signal arrived
-    self.stopping = False      # the stop's work (end, close) is under way
+
+  @property
+  def stopping(self):
+    """Whether the stop's work (the session's close, this end()) is under
+    way: further signals wait for it to end."""
+    return self._ending or (self._session is not None and self._session.closing)
 
   def begin(self):
     """Finds the global step (to checkpoint) and starts watching the signals."""
@@ -311,7 +309,7 @@ class PreemptionHook(session_run_hook.SessionRunHook):
     if self.preemption is None:
       self._release_unless_session_does()
       return
-    self.stopping = True
+    self._ending = True
     try:
       if self._checkpoint_dir is not None:
         self._checkpoint(session)
@@ -321,19 +319,16 @@ class PreemptionHook(session_run_hook.SessionRunHook):
   def release(self):
     """Puts back the signal handlers that were there before (and calls the
     user's handler for signals that came during the stop). Idempotent."""
-    self.stopping = False
+    self._ending = False
     _ROUTER.remove(self)
 
-  # fastmts's monitored sessions
-
-  def bind_session(self, on_signal):
-    """A fastmts session runs this hook: `on_signal()` stops it, and the
-    session releases the hook when it closes."""
-    self._on_signal = on_signal
-    self._released_by_session = True
+  def _feeds(self, session_preemption):
+    """A fastmts session runs this hook: the signal is reported to its
+    SessionPreemption, which also releases the hook when the session closes."""
+    self._session = session_preemption
 
   def _release_unless_session_does(self):
-    if not self._released_by_session:
+    if self._session is None:
       self.release()
 
   def _signalled(self, signum):
@@ -347,8 +342,8 @@ class PreemptionHook(session_run_hook.SessionRunHook):
     self._stop()
 
   def _stop(self):
-    if self._on_signal is not None:
-      self._on_signal()
+    if self._session is not None:
+      self._session.signalled()
     if self._coord is not None:
       _request_stop(self._coord)
 
@@ -414,6 +409,96 @@ def report_close(preemption, closed):
       preemption.seconds_to_close, preemption.grace_period_secs)
 
 
-def hook_of(hooks):
-  """The first PreemptionHook among `hooks`, or None."""
-  return next((h for h in hooks if isinstance(h, PreemptionHook)), None)
+class SessionPreemption(session_layers.StopPolicy):
+  """The preemption policy of one fastmts monitored session: its
+  PreemptionHook feeds it the signal, the session's layers ask it (as their
+  StopPolicy) what the stop means to them, and the session tells it when its
+  close begins and ends.
+
+  `stop_session()` stops the session as a hook's stop request would; it runs
+  in the signal handler and takes no lock.
+  """
+
+  def __init__(self, hook, stop_session):
+    self._hook = hook
+    self._stop_session = stop_session
+    self.closing = False  # a close after the signal is under way
+    hook._feeds(self)  # pylint: disable=protected-access
+
+  @classmethod
+  def of(cls, hooks, stop_session):
+    """The policy of the first PreemptionHook among `hooks`, or the policy
+    of a session without one (nothing stops it from outside)."""
+    hook = next((h for h in hooks if isinstance(h, PreemptionHook)), None)
+    return session_layers.NO_STOP if hook is None else cls(hook, stop_session)
+
+  def signalled(self):
+    """The hook's report: the first signal arrived (in its handler)."""
+    self._stop_session()
+
+  @property
+  def record(self):
+    """The hook's Preemption record, or None before a signal."""
+    return self._hook.preemption
+
+  def grace_left(self, secs):
+    """`secs`, cut to what the grace period has left once preempted."""
+    record = self.record
+    return secs if record is None else min(secs, record.grace_left())
+
+  def check_recreation(self):
+    """Raises Preempted once preempted: a new session would outlast the
+    grace period."""
+    record = self.record
+    if record is not None:  # a new session would outlast the grace period
+      raise Preempted('Session not re-created: %s received' % record.signal.name, record)
+
+  def raise_if_stopped(self, what):
+    """Raises Preempted in a wait (`what`) of the session's creation once
+    preempted."""
+    record = self.record
+    if record is not None:
+      raise Preempted('%s ended: %s received' % (what, record.signal.name), record)
+
+  def error_for_run_after_stop(self, error):
+    """Preempted once preempted (a run after the stop); else None."""
+    del error
+    record = self.record
+    if record is None:
+      return None
+    return Preempted('Run called even after should_stop requested: training stopped on %s.' %
+                     record.signal.name, record)
+
+  def before_close(self):
+    """Once preempted, later signals wait for the close to end."""
+    if self.record is not None:
+      self.closing = True  # later signals wait for the close
+
+  def after_close(self, closed):
+    """Reports the preempted close (the record's last figure, the log line)
+    and releases the hook."""
+    record = self.record  # also of a signal that came during the close
+    if record is not None and record.seconds_to_close is None:
+      report_close(record, closed)
+    self.release()
+
+  def release(self):
+    """Puts the signal handlers back (the hook's release)."""
+    self.closing = False
+    self._hook.release()
+
+
+class NativePreemptionHook:
+  """The native stand-in of a PreemptionHook (see basic_session_run_hooks):
+  it has no per-step work, its signal handler stops the session. Its
+  after_create_session runs once the session is attached (a stop it
+  requests must outlive the attach), its end() where TF's would."""
+
+  def __init__(self, hook, owner):
+    self._hook = hook
+    self._owner = owner
+    self.native = _native.EndOnlyHook(lambda: hook.end(owner.tf_sess))
+
+  def after_attach(self):
+    """The hook's after_create_session, once the session is attached."""
+    self._hook.after_create_session(self._owner.tf_sess, self._owner.coord)

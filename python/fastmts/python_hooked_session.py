@@ -14,6 +14,7 @@ from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.client import session as session_lib
 
 from fastmts import _tensorflow
+from fastmts import errors
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
@@ -63,7 +64,7 @@ class PythonHookDispatch:
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """One step with hooks, as TF's _HookedSession.run."""
     if self.stop_requested:
-      raise RuntimeError('Run called even after should_stop requested.')
+      raise errors.RunAfterStopError(errors.RUN_AFTER_STOP_MESSAGE)
     actual_fetches = {'caller': fetches}
     run_context = SessionRunContext(
         original_args=SessionRunArgs(fetches, feed_dict), session=self._sess)
