@@ -32,6 +32,9 @@ from fastmts.session_run_hook import SessionRunValues
 
 merge_run_options = python_hooked_session.merge_run_options
 
+# What a native hook's full-trace request merges into the step's options.
+_FULL_TRACE = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
+
 # The calls the chosen dispatcher answers. The native dispatch is
 # HookedSession's own methods; attach binds another dispatcher's methods over
 # them on the instance (no extra call per step), detach removes them.
@@ -107,6 +110,14 @@ class _PythonHookRunner:
   def build(self, state, outputs):
     plan = state.plans.get(self)
     return plan.build(outputs) if plan is not None else None
+
+  @staticmethod
+  def take_full_trace(state):
+    """A native hook asked for a full trace (ProfilerHook): by TF's merge
+    rule the step's options, which the Python hooks' after_run see (the
+    caller's own RunOptions when given), carry it too."""
+    if state.options.trace_level < _FULL_TRACE.trace_level:
+      merge_run_options(state.options, _FULL_TRACE)
 
   @staticmethod
   def take_metadata(state, serialized):
