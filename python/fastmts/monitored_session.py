@@ -70,6 +70,14 @@ def _saves(steps, secs):
   return bool((steps and steps > 0) or (secs and secs > 0))
 
 
+def _schedule(steps, secs, default_steps, default_secs):
+  """TF's defaults of a (steps, secs) pair of MonitoredTrainingSession: both
+  left to USE_DEFAULT take the defaults; one left takes None."""
+  if steps == USE_DEFAULT and secs == USE_DEFAULT:
+    return default_steps, default_secs
+  return (None if steps == USE_DEFAULT else steps), (None if secs == USE_DEFAULT else secs)
+
+
 def _create_monitored_session_with_worker_context(
     worker_context, scaffold, checkpoint_dir=None, hooks=None, chief_only_hooks=None,
     save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
@@ -180,22 +188,14 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
 
   Returns:
     A fastmts `MonitoredSession`.
-  """
-  if save_summaries_steps == USE_DEFAULT and save_summaries_secs == USE_DEFAULT:
-    save_summaries_steps = 100
-    save_summaries_secs = None
-  elif save_summaries_secs == USE_DEFAULT:
-    save_summaries_secs = None
-  elif save_summaries_steps == USE_DEFAULT:
-    save_summaries_steps = None
 
-  if save_checkpoint_steps == USE_DEFAULT and save_checkpoint_secs == USE_DEFAULT:
-    save_checkpoint_steps = None
-    save_checkpoint_secs = 600
-  elif save_checkpoint_secs == USE_DEFAULT:
-    save_checkpoint_secs = None
-  elif save_checkpoint_steps == USE_DEFAULT:
-    save_checkpoint_steps = None
+  (Over 60 lines: TF's signature and this documentation; the body is the
+  three cases TF's has, worker context, worker and chief.)
+  """
+  save_summaries_steps, save_summaries_secs = _schedule(
+      save_summaries_steps, save_summaries_secs, default_steps=100, default_secs=None)
+  save_checkpoint_steps, save_checkpoint_secs = _schedule(
+      save_checkpoint_steps, save_checkpoint_secs, default_steps=None, default_secs=600)
 
   scaffold = scaffold or Scaffold()
   preemption = preemption_lib.PreemptionPolicy.of(preemption)
