@@ -6,7 +6,7 @@ wraps a _CoordinatedSession (Coordinator, queue runners, grace period) which
 wraps the HookedSession (native hook dispatch around one TF_SessionRun).
 Creation, recovery and close are rare and stay in Python; the step itself is
 native. The session owns the preemption policy of its PreemptionHook, if any
-(preemption.SessionPreemption), which its layers ask as their StopPolicy.
+(session_preemption.SessionPreemption), which its layers ask as their StopPolicy.
 """
 import numbers
 import os
@@ -34,6 +34,7 @@ from fastmts.hooked_session import LoopProgress
 from fastmts import python_hooked_session
 from fastmts import queue_runner
 from fastmts import session_layers
+from fastmts import session_preemption
 from fastmts.queue_runner import QueueRunners
 from fastmts.recovery import RecoveryPolicy
 from fastmts.session_creators import ChiefSessionCreator
@@ -256,7 +257,7 @@ class _MonitoredSession:
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
     me = weakref.proxy(self)
-    self._preemption = preemption_lib.SessionPreemption.of(
+    self._preemption = session_preemption.SessionPreemption.of(
         self._hooks, lambda: me._stop_after_step_in_flight())  # pylint: disable=protected-access
     try:
       for h in self._hooks:
