@@ -235,6 +235,39 @@ def test_run_options_and_metadata_from_hook(check):
       True, True, (3, 60000, True), True))
 
 
+def test_native_full_trace_merges_into_the_steps_options(check):
+  """One RunOptions merge rule, TF's: a stock ProfilerHook's FULL_TRACE
+  (natively run by fastmts) is merged into the options every Python hook's
+  after_run sees, with the other hooks' and the caller's (max of the
+  numbers), and into the caller's own RunOptions object."""
+
+  def scenario(impl, workdir):
+    seen = []
+
+    def on_after_run(run_context, run_values):
+      del run_context
+      seen.append((run_values.options.trace_level, run_values.options.timeout_in_ms))
+
+    with tf.Graph().as_default():
+      gs = v1.train.get_or_create_global_step()
+      step = v1.assign_add(gs, 1)
+      hooks = [
+          recording_hook_class(impl)('a', [], on_after_run=on_after_run),
+          v1.train.ProfilerHook(save_steps=2, output_dir=workdir),
+          recording_hook_class(impl)('b', [], request=impl.SessionRunArgs(
+              None, options=v1.RunOptions(timeout_in_ms=5000)), on_after_run=on_after_run),
+      ]
+      opts = v1.RunOptions(timeout_in_ms=100)
+      with impl.MonitoredSession(hooks=hooks) as sess:
+        for _ in range(4):
+          sess.run(step, options=opts)
+    return seen, (opts.trace_level, opts.timeout_in_ms)
+
+  check(scenario, expected=(
+      [(0, 5000), (0, 5000), (3, 5000), (3, 5000), (3, 5000), (3, 5000),
+       (3, 5000), (3, 5000)], (3, 5000)))
+
+
 def test_caller_run_options_without_hooks(check):
 
   def scenario(impl, workdir):

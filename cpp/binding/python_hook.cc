@@ -55,6 +55,7 @@ void PythonHook::after_run(StepContext& ctx, const RunRequest& request, const Fe
                            const std::string& run_metadata) {
   py::handle state = step_state(ctx);
   share_stop_request(ctx, state);
+  if (ctx.full_trace()) runner_.attr("take_full_trace")(state);  // TF's merged options
   if (!run_metadata.empty() || state.attr("metadata_requested").cast<bool>())
     runner_.attr("take_metadata")(state, py::bytes(run_metadata));
   py::object results = py::none();

@@ -164,7 +164,9 @@ class FastRun {
       return failed_(e.value(), fetches);
     } catch (const TFError& e) {
       return failed_(status_error_type()(e.code(), py::str(e.what())), fetches);
-    } catch (const std::runtime_error& e) {  // feed conflicts, run after stop
+    } catch (const StoppedError& e) {
+      return failed_(run_after_stop_error_type()(py::str(e.what())), fetches);
+    } catch (const std::runtime_error& e) {  // feed conflicts
       return failed_(py::reinterpret_steal<py::object>(
                          PyObject_CallFunction(PyExc_RuntimeError, "s", e.what())),
                      fetches);

@@ -14,11 +14,16 @@ namespace {
 
 // Leaked on purpose: it must outlive the interpreter's module teardown.
 py::exception<TFError>* g_status_error = nullptr;
+py::exception<StoppedError>* g_run_after_stop_error = nullptr;
 
 }  // namespace
 
 void register_status_errors(py::module_& m) {
   g_status_error = new py::exception<TFError>(m, "StatusError");
+  // A RuntimeError, TF's type for it; its own subclass so that Python
+  // recognises it by type, never by its message.
+  g_run_after_stop_error =
+      new py::exception<StoppedError>(m, "RunAfterStopError", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -28,12 +33,14 @@ void register_status_errors(py::module_& m) {
     } catch (const FeedConflictError& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     } catch (const StoppedError& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      PyErr_SetString(g_run_after_stop_error->ptr(), e.what());
     }
   });
 }
 
 py::handle status_error_type() { return *g_status_error; }
+
+py::handle run_after_stop_error_type() { return *g_run_after_stop_error; }
 
 // Rethrows the exception inside a pybind11 function, whose dispatcher
 // translates it. Only failures pay for this.

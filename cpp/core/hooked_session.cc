@@ -170,6 +170,7 @@ void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller
   if (full_trace) {
     traced_options = *options + kFullTraceOption;
     options = &traced_options;
+    ctx.set_full_trace();
   }
 
   // The common fast path, where only the caller asks for anything, runs

@@ -20,7 +20,8 @@
 
 namespace fastmts {
 
-// Raised by run() once a hook has requested stop (TF: RuntimeError).
+// Raised by run() once a hook has requested stop (TF: RuntimeError); its own
+// type so that callers recognise it without comparing messages.
 class StoppedError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -59,6 +60,11 @@ class StepContext {
   }
   void request_stop() { stop_requested_ = true; }
   bool stop_requested() const { return stop_requested_; }
+  // Whether a hook's before_run asked for a full trace (known to after_run):
+  // by TF's RunOptions merge rule the step's options then carry
+  // trace_level FULL_TRACE, as every hook's after_run sees them.
+  void set_full_trace() { full_trace_ = true; }
+  bool full_trace() const { return full_trace_; }
   // Opaque per-step data of whoever called HookedSession::run (the Python
   // binding keeps its per-step objects here for the Python hooks).
   void* user_data() const { return user_data_; }
@@ -68,6 +74,7 @@ class StepContext {
   void* user_data_;
   PostponedWork* postponed_;
   bool stop_requested_ = false;
+  bool full_trace_ = false;
 };
 
 // One party's values within a step's merged outputs, in the order of its

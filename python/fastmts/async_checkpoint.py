@@ -148,7 +148,7 @@ class AsyncCheckpoints:
     return checkpoint_saver.after_save(pending.hook, pending.session, pending.step)
 
   def settle(self):
-    """At a close that skips end() (an exception, a preemption): waits for
+    """At a close that skips end() (an exception, a stop signal): waits for
     the write in flight and delivers it, since its listeners were told
     before_save. Its error, or a listener's, is logged: the close has an
     exception of its own to raise."""

@@ -552,22 +552,9 @@ class _NativeGlobalStepWaiterHook(NativeRunner):
     self.native_hook = _native.GlobalStepWaiterHook(wait=wait)
 
 
-class _NativePreemption(NativeRunner):
-  """fastmts's PreemptionHook has no per-step work: its signal handler stops
-  the session. Its after_create_session runs once the session is attached
-  (a stop it requests must outlive the attach), its end() where TF's would."""
-
-  def __init__(self, hook, hooked):
-    super().__init__(hook, hooked)
-    self.native_hook = _native.EndOnlyHook(end=lambda: hook.end(hooked.tf_sess))
-
-  def on_session_attached(self):
-    self.tf_hook.after_create_session(self.hooked.tf_sess, self.hooked.coord)
-
-
 # Exact classes only: a subclass may override anything and runs in Python.
 _NATIVE_RUNNER_OF_CLASS = {
-    preemption.PreemptionHook: _NativePreemption,
+    preemption.PreemptionHook: preemption.NativePreemptionHook,
     _tf_hooks.StopAtStepHook: _NativeStopAtStepHook,
     _tf_hooks.NanTensorHook: _NativeNanTensorHook,
     _tf_hooks.LoggingTensorHook: _NativeLoggingTensorHook,

@@ -13,6 +13,18 @@ from fastmts import _tensorflow
 
 StatusError = _native.StatusError
 
+# A run of a hooked session after a hook requested stop, raised by either
+# hook dispatcher (the native core's StoppedError, translated): a
+# RuntimeError the session layers recognise by type. Users see TF's own
+# RuntimeError with the same message (as_tf_error).
+RunAfterStopError = _native.RunAfterStopError
+RUN_AFTER_STOP_MESSAGE = 'Run called even after should_stop requested.'
+
+
+def as_tf_error(run_after_stop):
+  """TF's error for a RunAfterStopError: a RuntimeError, its message."""
+  return RuntimeError(str(run_after_stop))
+
 
 def from_status(status_error, graph, session=None):
   """Returns the tf.errors.OpError for a native StatusError(code, message)

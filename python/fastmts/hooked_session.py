@@ -1,9 +1,16 @@
 """TF's _HookedSession, with the dispatch in C++.
 
-The native HookedSession calls every hook around one merged TF_SessionRun.
-A native hook (see basic_session_run_hooks) runs there without Python; a
+HookedSession is the one hooked-session interface of the layers above it
+(session_layers). Its dispatcher is chosen at attach, per raw session: the
+native dispatch (its own methods), or, for a session the native core cannot
+run, TF's own _HookedSession (python_hooked_session.TFHookDispatch), whose
+methods attach binds over them.
+
+The native dispatch calls every hook around one merged TF_SessionRun. A
+native hook (see basic_session_run_hooks) runs there without Python; a
 Python hook is wrapped in a _PythonHookRunner that the native dispatch calls
-with the GIL held.
+with the GIL held. RunOptions merge by TF's rule in both (see
+merge_run_options; docs/design.md, the hook contract).
 """
 import _signal
 import contextlib
@@ -23,23 +30,15 @@ from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
 
 
-def merge_run_options(options, incoming_options):
-  """Merges RunOptions as TF's _HookedSession does: max of the numbers, OR of
-  the flags, debug watches appended."""
-  options.trace_level = max(options.trace_level, incoming_options.trace_level)
-  options.timeout_in_ms = max(options.timeout_in_ms, incoming_options.timeout_in_ms)
-  options.inter_op_thread_pool = max(options.inter_op_thread_pool,
-                                     incoming_options.inter_op_thread_pool)
-  options.output_partition_graphs = max(options.output_partition_graphs,
-                                        incoming_options.output_partition_graphs)
-  options.debug_options.debug_tensor_watch_opts.extend(
-      incoming_options.debug_options.debug_tensor_watch_opts)
-  options.debug_options.reset_disk_byte_usage = (
-      options.debug_options.reset_disk_byte_usage or
-      incoming_options.debug_options.reset_disk_byte_usage)
-  options.report_tensor_allocations_upon_oom = (
-      options.report_tensor_allocations_upon_oom or
-      incoming_options.report_tensor_allocations_upon_oom)
+merge_run_options = python_hooked_session.merge_run_options
+
+# What a native hook's full-trace request merges into the step's options.
+_FULL_TRACE = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
+
+# The calls the chosen dispatcher answers. The native dispatch is
+# HookedSession's own methods; attach binds another dispatcher's methods over
+# them on the instance (no extra call per step), detach removes them.
+_DISPATCHED = ('run', 'run_steps', 'end', 'should_stop', 'request_stop')
 
 
 def _signals_with_python_handlers():
@@ -113,6 +112,14 @@ class _PythonHookRunner:
     return plan.build(outputs) if plan is not None else None
 
   @staticmethod
+  def take_full_trace(state):
+    """A native hook asked for a full trace (ProfilerHook): by TF's merge
+    rule the step's options, which the Python hooks' after_run see (the
+    caller's own RunOptions when given), carry it too."""
+    if state.options.trace_level < _FULL_TRACE.trace_level:
+      merge_run_options(state.options, _FULL_TRACE)
+
+  @staticmethod
   def take_metadata(state, serialized):
     if not state.metadata_parsed:
       state.run_metadata.ParseFromString(serialized)
@@ -123,12 +130,14 @@ class _PythonHookRunner:
 
 
 class HookedSession:
-  """A tf.compat.v1.Session run through the native hook dispatch.
+  """A tf.compat.v1.Session run with hooks: the bottom layer of a monitored
+  session (run, run_steps, end, should_stop, request_stop, steps_run).
 
   Built once per monitored session from its hooks; attach() binds each raw
-  session the creator makes (again after recovery). A session the native
-  core cannot run (a wrapper such as TF's debugger sessions) is run through
-  its own `run` by python_hooked_session instead, as TF runs it.
+  session the creator makes (again after recovery) and chooses its
+  dispatcher: the native one, or, for a session the native core cannot run
+  (a wrapper such as TF's debugger sessions), TF's own _HookedSession, which
+  runs every step through the session's own `run`, as TF does.
   """
 
   def __init__(self, hooks):
@@ -156,8 +165,8 @@ class HookedSession:
     self.coord = None
     self.plans = None
     self.graph = None
-    self._python = None  # the PythonHookDispatch of a wrapped session
-    self._python_steps = 0  # steps run by earlier ones
+    self._tf_dispatch = None  # the TFHookDispatch of a session run by TF's code
+    self._tf_dispatch_steps = 0  # steps run by earlier ones
     self._native_holds_state = False  # of the stock hooks, until handed back
     # What TF's own code of natively run stock hooks gets as the session.
     self.stock_hook_session = stock_hook_session.StockHookSession(self)
@@ -172,9 +181,10 @@ class HookedSession:
       # The stock hooks' own Python methods run now: they carry on from
       # what the native dispatch did with them so far.
       self.hand_back()
-      self._python = python_hooked_session.PythonHookDispatch(tf_sess, self._hooks,
-                                                              merge_run_options)
-      self._python.after_create_session(coord)
+      self._tf_dispatch = python_hooked_session.TFHookDispatch(tf_sess, self._hooks)
+      for name in _DISPATCHED:
+        setattr(self, name, getattr(self._tf_dispatch, name))
+      self._tf_dispatch.after_create_session(coord)
       return
     self.plans = fetches_lib.PlanCache(tf_sess.graph, tf_sess)
     self._native_holds_state = True
@@ -197,9 +207,11 @@ class HookedSession:
 
   def detach(self):
     """Unbinds the TF session (it is closed or being re-created)."""
-    if self._python is not None:
-      self._python_steps += self._python.steps_run
-      self._python = None
+    if self._tf_dispatch is not None:
+      self._tf_dispatch_steps += self._tf_dispatch.steps_run
+      self._tf_dispatch = None
+      for name in _DISPATCHED:
+        delattr(self, name)  # the native dispatch again
     self._native.detach()
     self.tf_sess = None
     self.coord = None
@@ -221,25 +233,20 @@ class HookedSession:
     """Whether any hook runs as Python methods (not natively)."""
     return bool(self._python_hook_objects)
 
-  @property
-  def stop_requested(self):
-    """Whether a hook requested stop."""
-    if self._python is not None:
-      return self._python.stop_requested
+  def should_stop(self):
+    """Whether a hook requested stop (the bottom of the layers' should_stop)."""
     return self._native.stop_requested
 
   def request_stop(self):
     """Stops the session as a hook's stop request would: should_stop() is
     True and a further run raises. Takes no lock (for a signal handler)."""
-    if self._python is not None:
-      self._python.stop_requested = True
     self._native.request_stop()
 
   @property
   def steps_run(self):
     """Steps completed on this session, failed ones excluded."""
-    steps = self._native.steps_run + self._python_steps
-    return steps + self._python.steps_run if self._python is not None else steps
+    steps = self._native.steps_run + self._tf_dispatch_steps
+    return steps + self._tf_dispatch.steps_run if self._tf_dispatch is not None else steps
 
   def cost_report(self):
     """Where the steps' time went, hook by hook (a HookCostReport), or
@@ -257,8 +264,6 @@ class HookedSession:
 
   def end(self):
     """Every hook's end(), in order."""
-    if self._python is not None:
-      return self._python.end()
     with self._tf_errors():
       self._native.end()
 
@@ -289,8 +294,6 @@ class HookedSession:
     raises. The feeds are converted once, before the first step. Without
     Python hooks the loop runs without the GIL; the signals Python has
     handlers for still reach them within one step."""
-    if self._python is not None:
-      return self._python.run_steps(fetches, max_steps, feed_dict, coord, progress)
     plan, feed_plan, values, _ = self._plan_for(fetches, feed_dict)
     make_state = None
     if self._python_hook_objects:
@@ -320,8 +323,6 @@ class HookedSession:
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """One step with hooks, as TF's _HookedSession.run."""
-    if self._python is not None:
-      return self._python.run(fetches, feed_dict, options, run_metadata)
     plan, feed_plan, values, serialized_options = self._plan_for(fetches, feed_dict, options)
     state = None
     if self._python_hook_objects:

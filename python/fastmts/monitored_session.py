@@ -1,14 +1,15 @@
 """MonitoredSession, SingularMonitoredSession and MonitoredTrainingSession.
 
-Layered as TF's monitored_session.py: a _RecoverableSession (re-creates the
-session on AbortedError/UnavailableError) wraps a _CoordinatedSession
-(Coordinator, queue runners, grace period) which wraps the HookedSession
-(native hook dispatch around one TF_SessionRun). Creation, recovery and
-close are rare and stay in Python; the step itself is native.
+Layered as TF's monitored_session.py (the layers: session_layers): a
+_RecoverableSession (re-creates the session on AbortedError/UnavailableError)
+wraps a _CoordinatedSession (Coordinator, queue runners, grace period) which
+wraps the HookedSession (native hook dispatch around one TF_SessionRun).
+Creation, recovery and close are rare and stay in Python; the step itself is
+native. The session owns the preemption policy of its PreemptionHook, if any
+(session_preemption.SessionPreemption), which its layers ask as their StopPolicy.
 """
 import numbers
 import os
-import time
 import weakref
 
 from tensorflow.python.distribute import distribute_coordinator_context
@@ -32,6 +33,8 @@ from fastmts.hooked_session import HookedSession
 from fastmts.hooked_session import LoopProgress
 from fastmts import python_hooked_session
 from fastmts import queue_runner
+from fastmts import session_layers
+from fastmts import session_preemption
 from fastmts.queue_runner import QueueRunners
 from fastmts.recovery import RecoveryPolicy
 from fastmts.session_creators import ChiefSessionCreator
@@ -41,27 +44,6 @@ from fastmts.session_creators import WorkerSessionCreator
 
 # TF's own sentinel, so code that passes tf's USE_DEFAULT explicitly works.
 USE_DEFAULT = _tf_monitored_session.USE_DEFAULT
-
-_PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
-
-# run_steps: the session was re-created after a preemption; no result.
-_NOT_RUN = object()
-
-# How long close() lets queue-runner threads end by themselves after the
-# stop before it takes them for blocked in TF (they end within one run).
-_QUEUE_RUNNER_STOP_SECS = 0.25
-
-# TF's log text when a preempted session is about to be re-created.
-_RECREATE_NOTICE = (
-    'This may be due to a preemption in '
-    'a connected worker or parameter server. The current '
-    'session will be closed and a new session will be '
-    'created. This error may also occur due to a gRPC failure '
-    'caused by high memory or network bandwidth usage in the '
-    'parameter servers. If this error occurs repeatedly, try '
-    'increasing the number of parameter servers assigned to '
-    'the job. Error: %s')
-
 
 def _step_counter_hook(summary_dir, log_step_count_steps):
   return basic_session_run_hooks.StepCounterHook(
@@ -87,6 +69,14 @@ def _checkpoint_saver_hook(scaffold, checkpoint_dir, save_checkpoint_steps,
 
 def _saves(steps, secs):
   return bool((steps and steps > 0) or (secs and secs > 0))
+
+
+def _schedule(steps, secs, default_steps, default_secs):
+  """TF's defaults of a (steps, secs) pair of MonitoredTrainingSession: both
+  left to USE_DEFAULT take the defaults; one left takes None."""
+  if steps == USE_DEFAULT and secs == USE_DEFAULT:
+    return default_steps, default_secs
+  return (None if steps == USE_DEFAULT else steps), (None if secs == USE_DEFAULT else secs)
 
 
 def _create_monitored_session_with_worker_context(
@@ -199,22 +189,14 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
 
   Returns:
     A fastmts `MonitoredSession`.
-  """
-  if save_summaries_steps == USE_DEFAULT and save_summaries_secs == USE_DEFAULT:
-    save_summaries_steps = 100
-    save_summaries_secs = None
-  elif save_summaries_secs == USE_DEFAULT:
-    save_summaries_secs = None
-  elif save_summaries_steps == USE_DEFAULT:
-    save_summaries_steps = None
 
-  if save_checkpoint_steps == USE_DEFAULT and save_checkpoint_secs == USE_DEFAULT:
-    save_checkpoint_steps = None
-    save_checkpoint_secs = 600
-  elif save_checkpoint_secs == USE_DEFAULT:
-    save_checkpoint_secs = None
-  elif save_checkpoint_steps == USE_DEFAULT:
-    save_checkpoint_steps = None
+  (Over 60 lines: TF's signature and this documentation; the body is the
+  three cases TF's has, worker context, worker and chief.)
+  """
+  save_summaries_steps, save_summaries_secs = _schedule(
+      save_summaries_steps, save_summaries_secs, default_steps=100, default_secs=None)
+  save_checkpoint_steps, save_checkpoint_secs = _schedule(
+      save_checkpoint_steps, save_checkpoint_secs, default_steps=None, default_secs=600)
 
   scaffold = scaffold or Scaffold()
   preemption = preemption_lib.PreemptionPolicy.of(preemption)
@@ -274,10 +256,9 @@ class _MonitoredSession:
     self._end_on_interrupt = end_on_interrupt
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
-    self._preemption_hook = preemption_lib.hook_of(self._hooks)
-    if self._preemption_hook is not None:
-      me = weakref.proxy(self)
-      self._preemption_hook.bind_session(lambda: me._on_preemption_signal())  # pylint: disable=protected-access
+    me = weakref.proxy(self)
+    self._preemption = session_preemption.SessionPreemption.of(
+        self._hooks, lambda: me._stop_after_step_in_flight())  # pylint: disable=protected-access
     try:
       for h in self._hooks:
         # A stock hook's begin() first gets its FileWriter from the cache; made
@@ -291,14 +272,14 @@ class _MonitoredSession:
           session_creator=session_creator or ChiefSessionCreator(),
           hooked=HookedSession(self._hooks),
           stop_grace_period_secs=stop_grace_period_secs,
-          preemption_hook=self._preemption_hook)
+          stop_policy=self._preemption)
       if should_recover:
-        self._sess = _RecoverableSession(self._coordinated_creator, recovery)
+        self._sess = session_layers._RecoverableSession(  # pylint: disable=protected-access
+            self._coordinated_creator, recovery, self._preemption)
       else:
         self._sess = self._coordinated_creator.create_session()
     except BaseException:
-      if self._preemption_hook is not None:  # no close will put the handlers back
-        self._preemption_hook.release()
+      self._preemption.release()  # no close will put the signal handlers back
       raise
     self._fast_run = self._fast_run_of(self._coordinated_creator.hooked)
     if type(self).run is _MonitoredSession.run:  # not overridden by a subclass
@@ -309,9 +290,9 @@ class _MonitoredSession:
       self.run = _native.fast_run_entry(
           self._fast_run, lambda *args, **kwargs: _MonitoredSession.run(me, *args, **kwargs))
 
-  def _on_preemption_signal(self):
-    """A preemption signal arrived (in its handler): the step in flight, if
-    any, is the last one."""
+  def _stop_after_step_in_flight(self):
+    """A stop signal arrived (in its handler): the step in flight, if any,
+    is the last one."""
     self._coordinated_creator.hooked.request_stop()
 
   @property
@@ -319,8 +300,7 @@ class _MonitoredSession:
     """None, or once a preemption signal arrived (see fastmts.PreemptionHook,
     on by MonitoredTrainingSession's `preemption`), its `Preemption` record:
     the signal, the step checkpointed and where, and the times it took."""
-    hook = self._preemption_hook
-    return None if hook is None else hook.preemption
+    return self._preemption.record
 
   def _fast_run_of(self, hooked):
     """run() itself: the native fast path (no Python at all when every hook
@@ -381,7 +361,7 @@ class _MonitoredSession:
                                     feed_dict, progress)
       finally:
         done += progress.steps
-      if last is not _NOT_RUN:
+      if last is not session_layers.RECREATED:
         result = last
     return result
 
@@ -407,24 +387,7 @@ class _MonitoredSession:
           ' method. Got {} instead.'.format(step_fn_arguments))
     return self._sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
 
-  class StepContext:
-    """What `step_fn` gets: the raw `session`, `run_with_hooks` and `request_stop`."""
-
-    def __init__(self, session, run_with_hooks_fn):
-      self._session = session
-      self._run_with_hooks_fn = run_with_hooks_fn
-
-    @property
-    def session(self):
-      return self._session
-
-    def run_with_hooks(self, *args, **kwargs):
-      """Same as `MonitoredSession.run`. Accepts the same arguments."""
-      return self._run_with_hooks_fn(*args, **kwargs)
-
-    def request_stop(self):
-      """Stops the loop: raises StopIteration out of `run_step_fn`."""
-      raise StopIteration('step_fn has requested the iterations to stop.')
+  StepContext = session_layers.StepContext
 
   def should_stop(self):
     return self._sess is None or self._sess.should_stop()
@@ -444,7 +407,7 @@ class _MonitoredSession:
       # saves the final checkpoint), and KeyboardInterrupt still propagates.
       self._close_internal(None)
       return False
-    if exception_type is not None and self.preemption is not None:
+    if exception_type is not None and self._preemption.stop_requested:
       # Preempted: whatever ended the block (Preempted, the user's handler's
       # SystemExit, ...), the hooks' end() saves the last step; it propagates.
       self._close_internal(None)
@@ -457,10 +420,11 @@ class _MonitoredSession:
     """Creates the raw session, its Coordinator and queue runners, and binds
     the hook dispatch to it."""
 
-    def __init__(self, session_creator, hooked, stop_grace_period_secs, preemption_hook=None):
+    def __init__(self, session_creator, hooked, stop_grace_period_secs,
+                 stop_policy=session_layers.NO_STOP):
       self._session_creator = session_creator
       self._hooked = hooked
-      self.preemption_hook = preemption_hook
+      self._stop_policy = stop_policy
       self.coord = None
       self.tf_sess = None
       self.queue_runners = None
@@ -471,7 +435,8 @@ class _MonitoredSession:
       return self._hooked
 
     def create_session(self):
-      self.tf_sess = self._session_creator.create_session()
+      with session_layers.creating_with(self._stop_policy):  # its waits ask the policy
+        self.tf_sess = self._session_creator.create_session()
       self.coord = Coordinator(clean_stop_exception_types=[])
       self.queue_runners = None
       if not python_hooked_session.runs_natively(self.tf_sess):
@@ -487,29 +452,20 @@ class _MonitoredSession:
         # TF leaves its queue-runner threads running forever when a hook
         # fails here; nothing fastmts started outlives the failed creation.
         if self.queue_runners is not None:
-          self.queue_runners.shut_down(self.coord, _QUEUE_RUNNER_STOP_SECS)
+          self.queue_runners.shut_down(self.coord, session_layers.QUEUE_RUNNER_STOP_SECS)
         raise
-      return _CoordinatedSession(self._hooked, self.coord, self.queue_runners,
-                                 self._stop_grace_period_secs, self.preemption_hook)
-
-    @property
-    def preemption(self):
-      return None if self.preemption_hook is None else self.preemption_hook.preemption
+      return session_layers._CoordinatedSession(  # pylint: disable=protected-access
+          self._hooked, self.coord, self.queue_runners, self._stop_grace_period_secs,
+          self._stop_policy)
 
   def _close_internal(self, exception_type=None):
-    preemption = self.preemption
-    if preemption is not None:
-      self._preemption_hook.stopping = True  # later signals wait for the close
+    self._preemption.before_close()
     closed = False
     try:
       self._close_session(exception_type)
       closed = True
     finally:
-      if self._preemption_hook is not None:
-        preemption = self.preemption  # also of a signal that came during the close
-        if preemption is not None and preemption.seconds_to_close is None:
-          preemption_lib.report_close(preemption, closed)
-        self._preemption_hook.release()
+      self._preemption.after_close(closed)
 
   def _close_session(self, exception_type):
     try:
@@ -598,284 +554,3 @@ class SingularMonitoredSession(_MonitoredSession, _tf_monitored_session.Singular
   def raw_session(self):
     """Returns underlying `TensorFlow.Session` object."""
     return self._tf_sess()
-
-
-class _RecoverableSession:
-  """Re-creates the wrapped session on AbortedError / UnavailableError."""
-
-  def __init__(self, sess_creator, policy=None):
-    self._sess_creator = sess_creator
-    self._policy = policy  # None: TF's retry forever, at once
-    self._recreations = 0  # consecutive, since the last successful step
-    self._steps_at_last_recreation = None
-    self._sess = self._create_session()
-
-  def _before_recreating(self):
-    """Called in the handler of a preemption error, before a re-creation:
-    with a policy, re-raises the error once the bound is passed, else waits
-    the backoff. A step run since the last re-creation resets the count."""
-    preemption = self._sess_creator.preemption
-    if preemption is not None:  # a new session would outlast the grace period
-      raise preemption_lib.Preempted(
-          'Session not re-created: %s received' % preemption.signal.name, preemption)
-    if self._policy is None:
-      return
-    steps = self._sess_creator.hooked.steps_run
-    if steps != self._steps_at_last_recreation:
-      self._recreations = 0
-    self._steps_at_last_recreation = steps
-    self._recreations += 1
-    if not self._policy.allows(self._recreations):
-      raise  # pylint: disable=misplaced-bare-raise
-    time.sleep(self._policy.pause_before(self._recreations))
-
-  @property
-  def graph(self):
-    return self._sess.graph
-
-  def _create_session(self):
-    while True:
-      try:
-        return self._sess_creator.create_session()
-      except _PREEMPTION_ERRORS as e:
-        self._before_recreating()
-        logging.info(
-            'An error was raised while a session was being created. '
-            'This may be due to a preemption of a connected worker '
-            'or parameter server. A new session will be created. '
-            'This error may also occur due to a gRPC failure caused '
-            'by high memory or network bandwidth usage in the '
-            'parameter servers. If this error occurs repeatedly, try '
-            'increasing the number of parameter servers assigned to '
-            'the job. Error: %s', e)
-
-  def _check_stop(self):
-    try:
-      if self._sess:
-        return self._sess._check_stop()  # pylint: disable=protected-access
-      return True
-    except _PREEMPTION_ERRORS as e:
-      if self._sess_creator.preemption is not None:
-        return True  # stopping anyway: close() reports what failed
-      self._before_recreating()
-      logging.info('An error was raised while considering whether the '
-                   'session is complete. ' + _RECREATE_NOTICE, e)
-      self.close()
-      self._sess = self._create_session()
-      return False
-    except Exception:  # pylint: disable=broad-except
-      return True
-
-  def should_stop(self):
-    if self._check_stop():
-      return True
-    return self._sess.should_stop() if self._sess else True
-
-  def close(self):
-    if self._sess:
-      try:
-        self._sess.close()
-      except _PREEMPTION_ERRORS as e:
-        _log_close_preemption(e)
-      finally:
-        self._sess = None
-
-  def _log_preemption(self, e):
-    logging.info('An error was raised. ' + _RECREATE_NOTICE, e)
-
-  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-    while True:
-      try:
-        if not self._sess:
-          self._sess = self._create_session()
-        return self._sess.run(fetches, feed_dict=feed_dict, options=options,
-                              run_metadata=run_metadata)
-      except _PREEMPTION_ERRORS as e:
-        self._before_recreating()
-        self._log_preemption(e)
-        self.close()
-        self._sess = None
-
-  def run_failed(self, error, fetches):
-    """A step of `fetches` (no feeds or options) raised `error` in the native
-    fast path: raise it, or on preemption re-create and retry, as run() does."""
-    try:
-      return self._sess.run_failed(error, fetches)
-    except _PREEMPTION_ERRORS as e:
-      self._before_recreating()
-      self._log_preemption(e)
-      self.close()
-      self._sess = None
-    return self.run(fetches)
-
-  def run_steps(self, fetches, max_steps, feed_dict, progress):
-    """As the session's run_steps; on preemption, re-creates the session and
-    returns _NOT_RUN (the caller counts the steps that ran, in `progress`,
-    and goes on)."""
-    try:
-      if not self._sess:
-        self._sess = self._create_session()
-      return self._sess.run_steps(fetches, max_steps, feed_dict, progress)
-    except _PREEMPTION_ERRORS as e:
-      self._before_recreating()
-      self._log_preemption(e)
-      self.close()
-      self._sess = self._create_session()
-      return _NOT_RUN
-
-  def run_step_fn(self, step_fn, raw_session, run_with_hooks):
-    while True:
-      try:
-        if not self._sess:
-          self._sess = self._create_session()
-        run_with_hooks = self._sess.run
-        return self._sess.run_step_fn(step_fn, raw_session, run_with_hooks)
-      except _PREEMPTION_ERRORS as e:
-        self._before_recreating()
-        self._log_preemption(e)
-        self.close()
-        self._sess = None
-
-
-def _is_run_after_stop(error):
-  return (type(error) is RuntimeError and  # pylint: disable=unidiomatic-typecheck
-          str(error) == 'Run called even after should_stop requested.')
-
-
-def _log_close_preemption(e):
-  logging.error(
-      'An error occurred when attempting to close the '
-      'session. This may be due to a preemption in a '
-      'connected worker or parameter server. Error: %s', e)
-
-
-class _CoordinatedSession:
-  """The hooked session under a Coordinator (TF's _CoordinatedSession over
-  _HookedSession): errors of run are weighed against the coordinator's, and
-  close stops and joins its threads within the grace period."""
-
-  def __init__(self, hooked, coord, queue_runners, stop_grace_period_secs=120,
-               preemption_hook=None):
-    self._sess = hooked  # TF's name: code reaches the raw session as ._sess._sess
-    self._coord = coord
-    self._queue_runners = queue_runners
-    self._stop_grace_period_secs = stop_grace_period_secs
-    self._preemption_hook = preemption_hook
-
-  def _preemption(self):
-    return None if self._preemption_hook is None else self._preemption_hook.preemption
-
-  def _grace_period_secs(self):
-    """stop_grace_period_secs, cut to what the cluster's grace period has
-    left once preempted."""
-    preemption = self._preemption()
-    if preemption is None:
-      return self._stop_grace_period_secs
-    return min(self._stop_grace_period_secs, preemption.grace_left())
-
-  @property
-  def graph(self):
-    return self._sess.graph
-
-  def _check_stop(self):
-    self._coord.raise_requested_exception()
-    return self._coord.should_stop()
-
-  def should_stop(self):
-    if self._check_stop():
-      return True
-    return self._sess is None or self._sess.stop_requested
-
-  def close(self):
-    self._coord.request_stop()
-    try:
-      self._release_threads_blocked_in_tf()
-      self._coord.join(stop_grace_period_secs=self._grace_period_secs(),
-                       ignore_live_threads=True)
-    finally:
-      try:
-        self._close_hooked()
-      except Exception:  # pylint: disable=broad-except
-        pass
-      finally:
-        # Closing the session released any native thread still blocked in
-        # TF (its run fails); none may outlive the session.
-        if self._queue_runners is not None:
-          self._queue_runners.join()
-          self._queue_runners = None
-
-  def _release_threads_blocked_in_tf(self):
-    """Queue-runner threads (fastmts's native ones, and TF's QueueRunner
-    threads that hooks start, e.g. SyncReplicasOptimizer's chief runner)
-    run only TF ops: after the stop and its cancel ops they end within a
-    run, unless one is blocked in an op nothing will complete (such as the
-    sync-replicas chief's take_grad). TF would wait out the whole grace
-    period for it; closing the session cancels it at once. Done only when
-    such threads are all that is left, since other Python threads may still
-    use the session in their grace period (the hooks' end() already ran:
-    nothing is lost), and only once every runner's cancel op has run (its
-    thread ended; within the grace period, as TF's join waits): their
-    queues are closed then, so the close cancels no enqueue of an open
-    queue (which TF logs, and TF's order never does)."""
-    alive = [t for t in self._coord.registered_threads() if t.is_alive()]
-    if not alive or not all(queue_runner.runs_only_tf_ops(t) for t in alive):
-      return
-    cancelling = [t for t in alive if queue_runner.runs_cancel_op(t)]
-    queue_runner.poll_until(lambda: not any(t.is_alive() for t in cancelling),
-                            time.monotonic() + self._grace_period_secs())
-    if queue_runner.poll_until(lambda: not any(t.is_alive() for t in alive),
-                               time.monotonic() + _QUEUE_RUNNER_STOP_SECS):
-      return
-    self._close_hooked()
-    if self._queue_runners is not None:
-      self._queue_runners.join()
-
-  def _close_hooked(self):
-    hooked, self._sess = self._sess, None
-    if hooked is None:
-      return
-    tf_sess = hooked.tf_sess
-    hooked.detach()  # native code must not hold the session past its close
-    async_checkpoint_lib.settle_writes_on(tf_sess)  # its save op runs on the session
-    try:
-      tf_sess.close()
-    except _PREEMPTION_ERRORS as e:
-      _log_close_preemption(e)
-
-  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-    try:
-      return self._sess.run(fetches, feed_dict, options, run_metadata)
-    except Exception as e:  # pylint: disable=broad-except
-      self._raise_run_error(e)
-
-  def run_steps(self, fetches, max_steps, feed_dict, progress):
-    try:
-      return self._sess.run_steps(fetches, max_steps, feed_dict, self._coord, progress)
-    except Exception as e:  # pylint: disable=broad-except
-      self._raise_run_error(e)
-
-  def run_failed(self, error, fetches):
-    del fetches  # nothing is retried at this level
-    self._raise_run_error(error)
-
-  def _raise_run_error(self, original_exception):
-    """As TF: a step's own error is raised, unless the coordinator holds a
-    preemption error, which recovery must see instead."""
-    if isinstance(original_exception, _PREEMPTION_ERRORS):
-      raise original_exception
-    preemption = self._preemption()
-    if preemption is not None and _is_run_after_stop(original_exception):
-      raise preemption_lib.Preempted(
-          'Run called even after should_stop requested: training stopped on %s.' %
-          preemption.signal.name, preemption) from None
-    try:
-      self._coord.raise_requested_exception()
-    except _PREEMPTION_ERRORS:
-      raise
-    except Exception:  # pylint: disable=broad-except
-      pass
-    raise original_exception
-
-  def run_step_fn(self, step_fn, raw_session, run_with_hooks):
-    run_with_hooks = run_with_hooks or self.run
-    return step_fn(_MonitoredSession.StepContext(raw_session, run_with_hooks))

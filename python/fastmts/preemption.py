@@ -31,6 +31,10 @@ arrives:
 The handlers are Python's (`signal.signal`), so the hook must begin in the
 main thread; it puts the previous handlers back when the session closes (TF's
 own MonitoredSession: at the hook's end(), or `release()`).
+
+The hook only notices the signal and saves; a fastmts session asks the rest
+of its SessionPreemption (session_preemption.py), the session-level policy
+the hook feeds.
 """
 import numbers
 import os
@@ -222,10 +226,6 @@ class _SignalRouter:
       del self._previous[signum]
       os.kill(os.getpid(), signum)
 
-  def first_preemption(self):
-    """The Preemption record of an active hook a watched signal reached, or None."""
-    return next((h.preemption for h in self._hooks if h.preemption is not None), None)
-
   def _handle(self, signum, frame):
     hooks = [h for h in self._hooks if signum in h.policy.signals]
     if not hooks:  # left in place by a release outside the main thread
@@ -244,14 +244,6 @@ class _SignalRouter:
 
 
 _ROUTER = _SignalRouter()
-
-
-def raise_if_requested(what):
-  """Raises Preempted in a wait (`what`) that must not outlast the grace
-  period, once a preemption signal reached a session still open."""
-  preemption = _ROUTER.first_preemption()
-  if preemption is not None:
-    raise Preempted('%s ended: %s received' % (what, preemption.signal.name), preemption)
 
 
 class PreemptionHook(session_run_hook.SessionRunHook):
@@ -284,10 +276,15 @@ class PreemptionHook(session_run_hook.SessionRunHook):
     self._basename = checkpoint_basename
     self._global_step = None
     self._coord = None
-    self._on_signal = None     # the fastmts session's reaction, if one runs it
-    self._released_by_session = False
+    self._session = None       # the SessionPreemption it feeds, in a fastmts session
+    self._ending = False       # its end() after a signal is under way
     self.preemption = None     # a Preemption once a signal arrived
-    self.stopping = False      # the stop's work (end, close) is under way
+
+  @property
+  def stopping(self):
+    """Whether the stop's work (the session's close, this end()) is under
+    way: further signals wait for it to end."""
+    return self._ending or (self._session is not None and self._session.closing)
 
   def begin(self):
     """Finds the global step (to checkpoint) and starts watching the signals."""
@@ -311,7 +308,7 @@ class PreemptionHook(session_run_hook.SessionRunHook):
     if self.preemption is None:
       self._release_unless_session_does()
       return
-    self.stopping = True
+    self._ending = True
     try:
       if self._checkpoint_dir is not None:
         self._checkpoint(session)
@@ -321,19 +318,16 @@ class PreemptionHook(session_run_hook.SessionRunHook):
   def release(self):
     """Puts back the signal handlers that were there before (and calls the
     user's handler for signals that came during the stop). Idempotent."""
-    self.stopping = False
+    self._ending = False
     _ROUTER.remove(self)
 
-  # fastmts's monitored sessions
-
-  def bind_session(self, on_signal):
-    """A fastmts session runs this hook: `on_signal()` stops it, and the
-    session releases the hook when it closes."""
-    self._on_signal = on_signal
-    self._released_by_session = True
+  def _feeds(self, session_preemption):
+    """A fastmts session runs this hook: the signal is reported to its
+    SessionPreemption, which also releases the hook when the session closes."""
+    self._session = session_preemption
 
   def _release_unless_session_does(self):
-    if not self._released_by_session:
+    if self._session is None:
       self.release()
 
   def _signalled(self, signum):
@@ -347,8 +341,8 @@ class PreemptionHook(session_run_hook.SessionRunHook):
     self._stop()
 
   def _stop(self):
-    if self._on_signal is not None:
-      self._on_signal()
+    if self._session is not None:
+      self._session.signalled()
     if self._coord is not None:
       _request_stop(self._coord)
 
@@ -400,20 +394,23 @@ def _request_stop(coord):
                    daemon=True).start()
 
 
-def report_close(preemption, closed):
-  """At the close of a preempted session: the record's last figure, and
-  the log line an operator looks for."""
-  preemption.seconds_to_close = preemption.seconds_since_signal()
-  saved = ('step %d checkpointed as %s %.2f s after it' % (
-      preemption.step, preemption.checkpoint_path, preemption.seconds_to_checkpoint)
-           if preemption.checkpoint_path else 'nothing checkpointed')
-  log = logging.info if preemption.seconds_to_close <= preemption.grace_period_secs else (
-      logging.warning)
-  log('fastmts: preempted by %s: %s; session %s %.2f s after the signal (grace period %g s).',
-      preemption.signal.name, saved, 'closed' if closed else 'close failed',
-      preemption.seconds_to_close, preemption.grace_period_secs)
+class NativePreemptionHook:
+  """The native runner of a PreemptionHook (the NativeRunner interface of
+  basic_session_run_hooks, which imports this module): it has no per-step
+  work, its signal handler stops the session. Its after_create_session runs
+  once the session is attached (a stop it requests must outlive the
+  attach), its end() where TF's would."""
 
+  state = None
 
-def hook_of(hooks):
-  """The first PreemptionHook among `hooks`, or None."""
-  return next((h for h in hooks if isinstance(h, PreemptionHook)), None)
+  def __init__(self, tf_hook, hooked):
+    self.tf_hook = tf_hook
+    self.hooked = hooked
+    self.native_hook = _native.EndOnlyHook(end=lambda: tf_hook.end(hooked.tf_sess))
+
+  def write_state_to_tf_hook(self):
+    """The hook keeps no state of its own on the native side."""
+
+  def on_session_attached(self):
+    """The hook's after_create_session, once the session is attached."""
+    self.tf_hook.after_create_session(self.hooked.tf_sess, self.hooked.coord)

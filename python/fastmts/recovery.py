@@ -7,7 +7,7 @@ When `run` (or a hook in it) raises AbortedError or UnavailableError, TF's
 MonitoredSession closes the session and creates a new one, again and again,
 at once. With a policy, the k-th consecutive re-creation waits
 min(backoff_secs * 2**(k-1), max_backoff_secs) first, and after
-`max_recreations` consecutive re-creations the next preemption error is
+`max_recreations` consecutive re-creations the next such error is
 raised. A step that succeeds resets the count.
 """
 import numbers

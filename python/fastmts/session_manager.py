@@ -6,8 +6,9 @@ worker that starts just before the chief idles 30 s. Here it checks again
 after a short interval that doubles up to 1 s (never beyond
 `recovery_wait_secs`, which keeps its meaning as the longest pause), so it
 starts within about a second of the chief being ready. `max_wait_secs`
-bounds the whole wait with TF's error; a preemption signal (an opted-in
-fastmts.PreemptionHook) ends it with fastmts.Preempted.
+bounds the whole wait with TF's error; a stop the monitored session being
+created was told to watch (its StopPolicy, session_layers) ends it with that
+policy's error.
 Everything else (initialization, restore, readiness checks) is TF's.
 """
 import time
@@ -17,7 +18,7 @@ from tensorflow.python.framework import errors
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import session_manager as _tf_session_manager
 
-from fastmts import preemption
+from fastmts import session_layers
 
 # The first pause between readiness checks; each next one doubles, up to
 # MAX_POLL_SECS (and never beyond recovery_wait_secs), so a worker starts
@@ -46,7 +47,7 @@ class SessionManager(_tf_session_manager.SessionManager):
         if is_ready:
           return sess
       self._safe_close(sess)
-      preemption.raise_if_requested('Waiting for the model to be ready')
+      session_layers.raise_if_stopped('Waiting for the model to be ready')
       pause = min(pause, MAX_POLL_SECS, self._recovery_wait_secs)
       # TF's count-down: what remains is never below 0, so a NaN
       # max_wait_secs ends the wait (with TF's error) instead of never.
@@ -57,5 +58,5 @@ class SessionManager(_tf_session_manager.SessionManager):
       logging.info('Waiting for model to be ready.  Ready_for_local_init_op:  %s, ready: %s',
                    not_ready_local_msg, not_ready_msg)
       time.sleep(pause)  # a signal's handler runs in it, then it sleeps on
-      preemption.raise_if_requested('Waiting for the model to be ready')
+      session_layers.raise_if_stopped('Waiting for the model to be ready')
       pause *= 2
