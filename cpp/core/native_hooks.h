@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/hooked_session.h"
-#include "core/summary_writer.h"
+#include "core/file_formats/summary_writer.h"
 #include "core/timers.h"
 
 namespace fastmts {
