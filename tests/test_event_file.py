@@ -1,4 +1,4 @@
-"""The native event-file encoding (cpp/core/event_file.cc) against TF's own:
+"""The native event-file encoding (cpp/core/file_formats/event_file.cc) against TF's own:
 TFRecord framing byte for byte as tf.io.TFRecordWriter writes it, Event and
 Summary bytes as protobuf serializes TF's messages."""
 import math

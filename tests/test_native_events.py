@@ -1,7 +1,7 @@
 """Event files written natively, compared record by record with stock TF.
 
 fastmts swaps the event writer of the FileWriterCache's TF FileWriter for a
-native one (event_file_writer.py) and its StepCounterHook and
+native one (file_formats/event_file_writer.py) and its StepCounterHook and
 SummarySaverHook then write their records (global_step/sec, SessionLog
 START, the fetched summaries with repeated metadata stripped as TF's
 SummaryToEventTransformer does) without calling Python. Nothing of that may
@@ -304,13 +304,13 @@ def test_default_hooks_records_never_reach_python_writer(tmp_path, fastmts, monk
   add_event of the native writer, which TF's FileWriter methods end in.
   The files are TF's."""
   added = []
-  real_add_event = fastmts.event_file_writer.NativeEventFileWriter.add_event
+  real_add_event = fastmts.file_formats.event_file_writer.NativeEventFileWriter.add_event
 
   def counted_add_event(self, event):
     added.append(event.WhichOneof('what'))
     real_add_event(self, event)
 
-  monkeypatch.setattr(fastmts.event_file_writer.NativeEventFileWriter, 'add_event',
+  monkeypatch.setattr(fastmts.file_formats.event_file_writer.NativeEventFileWriter, 'add_event',
                       counted_add_event)
 
   def scenario(impl, workdir):
@@ -834,7 +834,7 @@ writer = event_file_writer.EventFileWriter(logdir)
 writer.add_event(event_pb2.Event(step=1))
 writer.flush()
 if impl == 'fastmts':
-  from fastmts import event_file_writer as native
+  from fastmts.file_formats import event_file_writer as native
   writer = native._adopt(writer)
 (name,) = glob.glob(os.path.join(logdir, 'events.*'))
 size = os.path.getsize(name)
@@ -955,7 +955,7 @@ def test_deleted_file_is_not_reported_and_writing_goes_on(tmp_path, fastmts, cap
   tf_dir, native_dir = str(tmp_path / 'tf'), str(tmp_path / 'native')
   tf_outcome = deleted_under(tf_event_file_writer.EventFileWriter, tf_dir)
   native_outcome = deleted_under(
-      lambda d: fastmts.event_file_writer._adopt(tf_event_file_writer.EventFileWriter(d)),  # pylint: disable=protected-access
+      lambda d: fastmts.file_formats.event_file_writer._adopt(tf_event_file_writer.EventFileWriter(d)),  # pylint: disable=protected-access
       native_dir)
   assert tf_outcome == ([], '')
   assert native_outcome == tf_outcome
@@ -969,7 +969,7 @@ def test_writer_without_its_file_is_not_adopted(tmp_path, fastmts):
   logdir = str(tmp_path / 'gone')
   writer = tf_event_file_writer.EventFileWriter(logdir)
   os.rmdir(logdir)
-  assert fastmts.event_file_writer._adopt(writer) is None  # pylint: disable=protected-access
+  assert fastmts.file_formats.event_file_writer._adopt(writer) is None  # pylint: disable=protected-access
   os.makedirs(logdir)
   writer.add_event(event_pb2.Event(step=7))
   writer.close()
@@ -989,7 +989,7 @@ from tensorflow.python.summary.writer import event_file_writer
 impl, logdir = sys.argv[1], sys.argv[2]
 writer = event_file_writer.EventFileWriter(logdir)
 if impl == 'fastmts':
-  from fastmts import event_file_writer as native
+  from fastmts.file_formats import event_file_writer as native
   writer = native._adopt(writer)
 calls = []
 def call(what, fn):
@@ -1054,7 +1054,7 @@ v1.disable_eager_execution()
 impl, root, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if impl == 'fastmts':
   import fastmts as train
-  from fastmts import event_file_writer
+  from fastmts.file_formats import event_file_writer
 else:
   train = v1.train
 outcomes, kinds = [], set()

@@ -1,5 +1,7 @@
 """The source tree keeps the shape its readers rely on (docs/design.md):
 cpp/ is its three layers, one folder each (core/, tf_access/, binding/),
+plus tests/ (the core's C++ unit tests); a layer's areas of their own sit
+in subfolders (core/file_formats/, as python/fastmts/file_formats/);
 the native core knows nothing of Python and is a library of its own,
 bindings live in one file per area, files stay small or say why not, and
 every file and public function says what it is."""
@@ -21,6 +23,13 @@ _REASON = re.compile(r'over (the usual )?(about )?400 lines', re.IGNORECASE)
 # pybind11's. Each folder's README.md says the same in words.
 _LAYERS = {'core': (), 'tf_access': ('core',), 'binding': ('core', 'tf_access')}
 _KNOWS_PYTHON = ('tf_access', 'binding')
+# The areas a layer keeps in a subfolder of its own (each with its README.md).
+_AREAS = {'core': ('file_formats',)}
+# cpp/tests/: the core's unit tests (GoogleTest, run by ctest), built only
+# with FASTMTS_BUILD_TESTS; they include the core's headers and their own,
+# never Python's, pybind11's or the other layers'.
+_TESTS = 'tests'
+_TESTS_INCLUDE = ('core', _TESTS)
 
 
 def _cmake():
@@ -59,27 +68,53 @@ def _relative(path):
 
 
 def _layer_of(path):
-  """The layer folder of a cpp/ file (cpp/<layer>/<file>), or None."""
+  """The layer folder of a cpp/ file (cpp/<layer>/<file>, or
+  cpp/<layer>/<area>/<file> for an area of _AREAS), 'tests' for
+  cpp/tests/<file>, or None."""
   parts = os.path.relpath(path, _CPP).split(os.sep)
-  return parts[0] if len(parts) == 2 and parts[0] in _LAYERS else None
+  if len(parts) == 2 and parts[0] in tuple(_LAYERS) + (_TESTS,):
+    return parts[0]
+  if len(parts) == 3 and parts[1] in _AREAS.get(parts[0], ()):
+    return parts[0]
+  return None
 
 
 def test_every_source_file_sits_in_a_layer_folder():
-  """cpp/ holds the layer folders only, each with its README.md; every
-  source file sits directly in one of them."""
-  assert sorted(os.listdir(_CPP)) == sorted(_LAYERS)
-  for layer in _LAYERS:
-    assert _read(os.path.join(_CPP, layer, 'README.md')).startswith('# cpp/' + layer)
+  """cpp/ holds the layer folders and tests/ only, each with its README.md,
+  as does each area's subfolder; every source file sits directly in one of
+  them."""
+  assert sorted(os.listdir(_CPP)) == sorted(list(_LAYERS) + [_TESTS])
+  folders = list(_LAYERS) + [_TESTS] + ['%s/%s' % (layer, area)
+                                          for layer, areas in _AREAS.items() for area in areas]
+  for folder in folders:
+    assert _read(os.path.join(_CPP, folder, 'README.md')).startswith('# cpp/' + folder)
   stray = [_relative(p) for p in glob.glob(os.path.join(_CPP, '**', '*'), recursive=True)
            if not os.path.isdir(p) and _layer_of(p) is None]
   assert not stray, 'files outside the layer folders: %s' % stray
 
 
 def test_every_source_file_is_built_once():
-  built = _sources_of('add_library(fastmts_core') + _sources_of('pybind11_add_module(_native')
+  built = (_sources_of('add_library(fastmts_core') + _sources_of('pybind11_add_module(_native') +
+           _sources_of('add_executable(fastmts_core_tests'))
   assert sorted(built) == sorted(set(built))
   on_disk = sorted(_relative(p) for p in _cpp_files() if p.endswith('.cc'))
   assert sorted(built) == on_disk
+
+
+def test_the_unit_tests_build_without_python():
+  """The core's unit tests are a CMake option (off for pip's build) that
+  builds without the extension, so they need no Python or pybind11; ctest
+  runs them."""
+  text = _cmake()
+  assert re.search(r'option\(FASTMTS_BUILD_TESTS "[^"]*" OFF\)', text)
+  assert re.search(r'option\(FASTMTS_BUILD_MODULE "[^"]*" ON\)', text)
+  module = text[text.index('if(FASTMTS_BUILD_MODULE)'):]
+  module = module[:module.index('endif()')]
+  assert 'find_package(Python' in module and 'find_package(pybind11' in module
+  assert text.count('find_package(Python') == 1 and text.count('find_package(pybind11') == 1
+  assert 'gtest_discover_tests(fastmts_core_tests)' in text
+  assert 'ctest --output-on-failure' in _read(os.path.join(_ROOT, '.ci', 'cpp_tests'))
+  assert '.ci/cpp_tests' in _read(os.path.join(_ROOT, '.ci', 'run'))
 
 
 def test_the_core_library_is_the_core_folder():
@@ -102,15 +137,16 @@ def test_includes_follow_the_layers(path):
   only from its own layer and those below it; only binding/ and tf_access/
   include Python or pybind11."""
   layer = _layer_of(path)
+  allowed = _TESTS_INCLUDE if layer == _TESTS else (layer,) + _LAYERS[layer]
   for inc in _includes(path):
     if inc.startswith('pybind11/') or inc == 'Python.h':
       assert layer in _KNOWS_PYTHON, '%s (%s) includes %s' % (_relative(path), layer, inc)
       continue
     if os.path.exists(os.path.join(_CPP, inc)):
-      assert inc.split('/')[0] in (layer,) + _LAYERS[layer], (
+      assert inc.split('/')[0] in allowed, (
           '%s (%s) includes %s' % (_relative(path), layer, inc))
     else:  # a system header, never a bare name of one of ours
-      assert not glob.glob(os.path.join(_CPP, '*', inc)), (
+      assert not glob.glob(os.path.join(_CPP, '**', inc), recursive=True), (
           '%s includes %s without its folder' % (_relative(path), inc))
 
 
@@ -145,10 +181,28 @@ def test_cpp_file_says_what_it_is(path):
 
 
 def _python_files():
-  return sorted(glob.glob(os.path.join(_ROOT, 'python', 'fastmts', '*.py')))
+  return sorted(glob.glob(os.path.join(_ROOT, 'python', 'fastmts', '**', '*.py'), recursive=True))
 
 
-@pytest.mark.parametrize('path', _python_files(), ids=os.path.basename)
+def test_file_formats_are_an_area_of_their_own():
+  """TF's file formats (graph.pbtxt's text format, event files) are written
+  by cpp/core/file_formats/ and python/fastmts/file_formats/, and nothing
+  of them is left beside the rest of the core."""
+  core = os.listdir(os.path.join(_CPP, 'core'))
+  for name in ('text_format', 'python_float_repr', 'event_file', 'event_writer', 'summary_writer'):
+    assert name + '.cc' not in core and name + '.h' not in core, name
+    assert os.path.exists(os.path.join(_CPP, 'core', 'file_formats', name + '.cc')), name
+  package = os.path.join(_ROOT, 'python', 'fastmts')
+  for name in ('graph_io', 'graph_events', 'event_file_writer', 'text_format_schema'):
+    assert not os.path.exists(os.path.join(package, name + '.py')), name
+    assert os.path.exists(os.path.join(package, 'file_formats', name + '.py')), name
+
+
+def _package_relative(path):
+  return os.path.relpath(path, os.path.join(_ROOT, 'python', 'fastmts'))
+
+
+@pytest.mark.parametrize('path', _python_files(), ids=_package_relative)
 def test_python_module_and_public_names_have_docstrings(path):
   tree = ast.parse(_read(path))
   assert ast.get_docstring(tree), path

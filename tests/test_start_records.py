@@ -1,7 +1,7 @@
 """What a session writes at its start, side by side with TF, record by record.
 
 fastmts computes the graph's GraphDef once where TF computes it again for
-each record (graph_events.py, checkpoint_saver.after_create_session): the
+each record (file_formats/graph_events.py, checkpoint_saver.after_create_session): the
 writer FileWriterCache makes at a stock hook's begin(), graph.pbtxt, the
 graph and meta graph events of after_create_session, and the first save's
 .meta. Each scenario runs under TF and fastmts in one process, and the

@@ -3,7 +3,10 @@ the extension's independence from any one TF build, and the raw C handles it
 reads from TF's Python objects (pybind11's conduit from TF 2.21, its instance
 layout from 2.2, SWIG's objects in 1.15 to 2.1)."""
 
+import ast
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -143,3 +146,188 @@ def test_a_session_wrapper_is_not_an_operation(fastmts):
       fastmts._native.operation_name(session._session)  # pylint: disable=protected-access
   finally:
     session.close()
+
+
+# Release facts live in _tensorflow.py (docs/design.md, "When TF changes"):
+# each difference between TF releases is a fact named there, the code that
+# depends on one names the fact, and nothing else in python/fastmts compares
+# TF's version or probes what a release has. These read the source tree.
+
+_PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        'python', 'fastmts')
+# The release gate itself: which releases are supported and which one runs.
+_GATE = ('SUPPORTED', 'VERSION', 'RELEASE', 'check_release', 'tf')
+_VERSION_NAMES = ('__version__', 'VERSION', 'RELEASE', 'SUPPORTED', 'version_info',
+                  'LooseVersion', 'StrictVersion', 'Version', 'parse_version')
+
+
+def _source(path):
+  with open(path) as f:
+    return f.read()
+
+
+def _package_modules():
+  """(path relative to the package, source) of every module but _tensorflow.py."""
+  paths = glob.glob(os.path.join(_PACKAGE, '**', '*.py'), recursive=True)
+  return [(os.path.relpath(p, _PACKAGE), _source(p)) for p in sorted(paths)
+          if os.path.basename(p) != '_tensorflow.py']
+
+
+def _facts():
+  """The public names _tensorflow.py defines at its top level (assigned,
+  defined or imported, in try blocks too; an except block's fallback
+  definitions and imports, not its locals), the gate's left out."""
+  names = set()
+  body = [(n, False) for n in ast.parse(_source(os.path.join(_PACKAGE, '_tensorflow.py'))).body]
+  while body:
+    node, in_handler = body.pop()
+    if isinstance(node, ast.Try):
+      body.extend([(n, False) for n in node.body] +
+                  [(n, True) for h in node.handlers for n in h.body])
+    elif isinstance(node, ast.Assign) and not in_handler:
+      names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    elif isinstance(node, ast.FunctionDef):
+      names.add(node.name)
+    elif isinstance(node, ast.ImportFrom):
+      names.update(a.asname or a.name for a in node.names)
+  return sorted(n for n in names if not n.startswith('_') and n not in _GATE)
+
+
+def _names_used(text, name):
+  return bool(re.search(r'\b_tensorflow\.%s\b' % name, text) or
+              re.search(r'from fastmts\._tensorflow import\b[^\n]*\b%s\b' % name, text))
+
+
+def test_every_release_fact_is_used_by_name():
+  """A fact nothing names is dead (or its users read the release some other
+  way): each is named outside _tensorflow.py, or by another fact that is."""
+  modules = _package_modules()
+  tf_module = _source(os.path.join(_PACKAGE, '_tensorflow.py'))
+  facts = _facts()
+  assert len(facts) >= 15, facts
+  used = {n for n in facts if any(_names_used(text, n) for _, text in modules)}
+  for name in set(facts) - used:  # used by a fact that is used
+    users = [u for u in used if re.search(r'def %s\b[^\n]*\n(?:[ \t]+[^\n]*\n|\n)*?[^\n]*\b%s\b'
+                                          % (u, name), tf_module)]
+    assert users, '_tensorflow.%s is named nowhere' % name
+
+
+def _tf_aliases(tree):
+  """Names a module binds to TensorFlow's modules (import tensorflow as tf,
+  from tensorflow.python... import x as _tf_x)."""
+  aliases = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      aliases.update(a.asname or a.name.split('.')[0] for a in node.names
+                     if a.name.split('.')[0] in ('tensorflow', 'tensorflow_core'))
+    elif isinstance(node, ast.ImportFrom) and (node.module or '').startswith('tensorflow'):
+      aliases.update(a.asname or a.name for a in node.names)
+  return aliases
+
+
+def _root_name(node):
+  while isinstance(node, ast.Attribute):
+    node = node.value
+  return node.id if isinstance(node, ast.Name) else None
+
+
+def _release_probes(path, text):
+  """What in one module compares a release or probes what a release has."""
+  tree = ast.parse(text)
+  aliases = _tf_aliases(tree)
+  # An assertion branches on nothing: what it checks is no probe.
+  asserted = {id(n) for a in ast.walk(tree) if isinstance(a, ast.Assert) for n in ast.walk(a)}
+  found = []
+  for node in ast.walk(tree):
+    where = '%s:%d' % (path, getattr(node, 'lineno', 0))
+    if isinstance(node, ast.Compare):
+      named = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+      named |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+      if 'sys' in named:  # Python's own version (sys.version_info), not TF's
+        continue
+      for part in [node.left] + node.comparators:
+        if {n.attr for n in ast.walk(part) if isinstance(n, ast.Attribute)} & set(_VERSION_NAMES) or (
+            {n.id for n in ast.walk(part) if isinstance(n, ast.Name)} & set(_VERSION_NAMES)):
+          found.append('%s compares a version' % where)
+        if (isinstance(part, ast.Tuple) and part.elts and
+            all(isinstance(e, ast.Constant) and type(e.value) is int for e in part.elts)):
+          found.append('%s compares a release tuple' % where)
+    elif isinstance(node, ast.Attribute) and node.attr in ('RELEASE', 'SUPPORTED', 'check_release'):
+      found.append('%s reads the release' % where)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+      probe = (node.func.id == 'hasattr' or
+               (node.func.id == 'getattr' and len(node.args) == 3))
+      if probe and _root_name(node.args[0]) in aliases and id(node) not in asserted:
+        found.append('%s probes a TF module with %s' % (where, node.func.id))
+    elif isinstance(node, ast.Try):
+      caught = {_root_name(h.type) for h in node.handlers if h.type is not None}
+      caught |= {_root_name(e) for h in node.handlers if isinstance(h.type, ast.Tuple)
+                 for e in h.type.elts}
+      imports_tf = any(isinstance(n, (ast.Import, ast.ImportFrom)) and
+                       _tf_aliases(ast.Module(body=[n], type_ignores=[]))
+                       for n in ast.walk(ast.Module(body=node.body, type_ignores=[])))
+      if imports_tf and caught & {'ImportError', 'ModuleNotFoundError', 'AttributeError'}:
+        found.append('%s tries an import of TF' % where)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+      if module in ('distutils.version', 'packaging.version', 'pkg_resources',
+                    'tensorflow.python.framework.versions'):
+        found.append('%s imports %s' % (where, module))
+  return found
+
+
+def test_no_release_is_compared_or_probed_outside_the_release_facts():
+  found = [p for path, text in _package_modules() for p in _release_probes(path, text)]
+  assert not found, '\n'.join(found)
+
+
+def test_the_release_check_finds_what_it_looks_for():
+  """The check above on code that does what it forbids."""
+  bad = ('import tensorflow as tf\n'
+         'from fastmts import _tensorflow\n'
+         'from tensorflow.python.training import saver as _tf_saver\n'
+         'if _tensorflow.RELEASE < (2, 21): pass\n'
+         'if tf.__version__ >= "2.4": pass\n'
+         'x = hasattr(_tf_saver.Saver, "save")\n'
+         'y = getattr(_tf_saver, "_get_checkpoint_size", None)\n'
+         'try:\n'
+         '  from tensorflow.python.framework.tensor import Tensor\n'
+         'except ImportError:\n'
+         '  Tensor = None\n')
+  found = sorted(_release_probes('bad.py', bad))
+  assert found == [
+      'bad.py:4 compares a release tuple', 'bad.py:4 compares a version',
+      'bad.py:4 reads the release', 'bad.py:5 compares a version',
+      'bad.py:6 probes a TF module with hasattr', 'bad.py:7 probes a TF module with getattr',
+      'bad.py:8 tries an import of TF'], found
+  assert not _release_probes('good.py', 'import sys\nok = sys.version_info >= (3, 8)\n')
+
+
+# What each release fact is on each release, as _tensorflow.py's comments
+# name the releases (_UNKNOWN: not pinned down for that release). A new release
+# that changes one fails here first (docs/design.md, "When TF changes").
+_UNKNOWN = object()
+_FACTS_BY_RELEASE = {
+    'SAVER_HOOK_TAKES_SAVE_GRAPH_DEF': lambda r: r >= (2, 0),
+    'SCAFFOLD_TAKES_LOCAL_INIT_FEED_DICT': lambda r: r >= (2, 0),
+    'EVENT_FILE_WRITER_KEEPS_MAX_QUEUE': lambda r: r >= (2, 1),
+    'FILE_WRITER_ADDS_GRAPH_IN_PARTS': lambda r: True,
+    'WRITE_GRAPH_FLOAT_FORMAT': lambda r: '' if r < (2, 21) else None,
+    'WRITE_GRAPH_CHECKS_FILE_EXISTS': lambda r: r <= (2, 4),
+    'SAVER_SAVE_LOGS_CHECKPOINT_FILES': lambda r: r == (2, 9),
+    'SAVER_HOOK_LOGS_LISTENER_CALLS': lambda r: True if r >= (2, 4) else (
+        False if r <= (2, 1) else _UNKNOWN),
+    'WRITE_GRAPH_IS_DETERMINISTIC': lambda r: True if r >= (2, 4) else (
+        False if r in ((1, 15), (2, 1)) else _UNKNOWN),
+    'FEED_ERRORS_USE_PERCENT_FORMAT': lambda r: True if r <= (2, 4) else (
+        False if r >= (2, 8) else _UNKNOWN),
+}
+
+
+@pytest.mark.parametrize('fact', sorted(_FACTS_BY_RELEASE))
+def test_release_facts_are_what_their_releases_say(fastmts, fact):
+  from fastmts import _tensorflow  # pylint: disable=g-import-not-at-top
+  expected = _FACTS_BY_RELEASE[fact](_tensorflow.RELEASE)
+  if expected is _UNKNOWN:
+    pytest.skip('%s is not pinned down for TF %s' % (fact, _tensorflow.VERSION))
+  assert getattr(_tensorflow, fact) == expected

@@ -1,6 +1,6 @@
-"""The native text format (cpp/core/text_format.h): byte for byte what
+"""The native text format (cpp/core/file_formats/text_format.h): byte for byte what
 google.protobuf.text_format.MessageToString prints, on TF's graphs and on
-messages of every field type; and fastmts.graph_io.write_graph writing the
+messages of every field type; and fastmts.file_formats.graph_io.write_graph writing the
 file tf.io.write_graph writes, with its errors."""
 
 import math
@@ -29,9 +29,9 @@ from tensorflow.core.protobuf import config_pb2
 
 from compat_utils import WRITE_GRAPH_IS_DETERMINISTIC  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-graph_io = pytest.importorskip('fastmts.graph_io')
+graph_io = pytest.importorskip('fastmts.file_formats.graph_io')
 from fastmts import _native  # pylint: disable=g-import-not-at-top,wrong-import-position
-from fastmts import text_format_schema  # pylint: disable=g-import-not-at-top,wrong-import-position
+from fastmts.file_formats import text_format_schema  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 pytestmark = pytest.mark.timeout(120)
 # A bound on a hang, not on slowness, sized for a loaded 2-core machine: beside two

@@ -11,9 +11,9 @@
 #include <string_view>
 
 #include "binding/python_compat.h"
-#include "core/event_file.h"
-#include "core/event_writer.h"
-#include "core/summary_writer.h"
+#include "core/file_formats/event_file.h"
+#include "core/file_formats/event_writer.h"
+#include "core/file_formats/summary_writer.h"
 
 namespace py = pybind11;
 

@@ -1,4 +1,4 @@
-// Python bindings of the event-file encoding (cpp/core/event_file.h).
+// Python bindings of the event-file encoding (cpp/core/file_formats/event_file.h).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -1,5 +1,5 @@
 // Glue only: the schema table arrives as built by
-// python/fastmts/text_format_schema.py, and a failure to print becomes a
+// python/fastmts/file_formats/text_format_schema.py, and a failure to print becomes a
 // ValueError, on which the Python caller prints with text_format instead.
 #include "binding/text_format_binding.h"
 
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/text_format.h"
+#include "core/file_formats/text_format.h"
 
 namespace py = pybind11;
 

@@ -1,4 +1,4 @@
-// Python bindings of the native text-format printer (cpp/core/text_format.h).
+// Python bindings of the native text-format printer (cpp/core/file_formats/text_format.h).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -11,7 +11,7 @@
 
 #include "core/hook_components.h"
 #include "core/hooked_session.h"
-#include "core/summary_writer.h"
+#include "core/file_formats/summary_writer.h"
 #include "core/timers.h"
 
 namespace fastmts {

@@ -5,9 +5,13 @@ Everything that differs between those releases on the Python side is decided
 here, once, from what the running TF has (not from its version number where
 the thing itself can be looked at), with the releases named: the modules
 that moved, TF's own behaviour that changed (what its CheckpointSaverHook
-logs, how its write_graph serializes), the arguments older releases lack.
+logs, how its write_graph serializes), the arguments older releases lack,
+and what the protobuf runtime each release runs with offers. Each fact is a
+constant or function named for what differs; the code that depends on one
+names the fact, never a release (tests/test_tensorflow_releases.py checks
+that no TF version is compared, nor a release probed, outside this module).
 Where a behaviour differs between releases, fastmts follows the TF it runs
-on.
+on. docs/design.md ("When TF changes") says how a new release is added.
 
 Imported first by `fastmts/__init__.py`: a missing or unsupported TF fails
 here, at `import fastmts`, with one line saying what to install, never later
@@ -74,19 +78,24 @@ except ImportError as e:
   cause = e.__cause__ or e.__context__ or e
   raise ImportError('fastmts cannot run on TensorFlow %s: %s' % (VERSION, cause)) from e
 from tensorflow.python.client import session as _tf_session_lib
+from tensorflow.core.framework import tensor_pb2 as _tensor_pb2
+from tensorflow.core.framework import types_pb2 as _types_pb2
 from tensorflow.python.framework import graph_io as _tf_graph_io
+from tensorflow.python.summary.writer import event_file_writer as _tf_event_file_writer
+from tensorflow.python.summary.writer import writer as _tf_writer
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
+from tensorflow.python.training import monitored_session as _tf_monitored_session
 from tensorflow.python.training import saver as _tf_saver
 
 # Names TF moved between the supported releases; fastmts uses TF's own where
 # the installed release has them, as TF's Session.run does in that release.
 try:  # where Tensor lives in recent releases (2.16 to 2.21 checked)
   from tensorflow.python.framework.tensor import Tensor
-except ImportError:  # TF 2.12 keeps it in ops
+except ImportError:  # older releases (1.15 to 2.12 at least) keep it in ops
   from tensorflow.python.framework.ops import Tensor
-try:  # the name in TF 2.16 to 2.21
+try:  # the name in recent releases (2.16 to 2.21 checked)
   from tensorflow.python.framework.error_interpolation import interpolate_graph
-except ImportError:  # TF 2.12 names it interpolate
+except ImportError:  # older releases (1.15 to 2.12 at least) name it interpolate
   from tensorflow.python.framework.error_interpolation import interpolate as interpolate_graph
 try:  # TF 2.18 and later convert feeds with numpy_compat (numpy 2 rules)
   from tensorflow.python.util.numpy_compat import np_asarray
@@ -108,6 +117,23 @@ tensor_ref = operator.methodcaller('ref' if hasattr(Tensor, 'ref') else 'experim
 # save_graph_def (they always write the graph); 2.0 and later do.
 SAVER_HOOK_TAKES_SAVE_GRAPH_DEF = (
     'save_graph_def' in inspect.signature(_tf_hooks.CheckpointSaverHook.__init__).parameters)
+
+# TF 1.15's Scaffold (and its SessionManager) have no local_init_feed_dict;
+# 2.0 and later do.
+SCAFFOLD_TAKES_LOCAL_INIT_FEED_DICT = (
+    'local_init_feed_dict' in inspect.signature(_tf_monitored_session.Scaffold.__init__).parameters)
+
+# TF's EventFileWriter keeps its max_queue as _max_queue (2.1 and later); in
+# 1.15 and 2.0 only its queue's maxsize holds it.
+EVENT_FILE_WRITER_KEEPS_MAX_QUEUE = (
+    '_max_queue' in _tf_event_file_writer.EventFileWriter.__init__.__code__.co_names)
+
+# Whether TF's FileWriter (its base SummaryToEventTransformer) writes
+# add_graph(graph)'s records by methods of its own, _write_plugin_assets and
+# _add_graph_def, that fastmts's graph records lean on (1.15 to 2.21 do).
+FILE_WRITER_ADDS_GRAPH_IN_PARTS = all(
+    hasattr(_tf_writer.SummaryToEventTransformer, name)
+    for name in ('add_graph', '_write_plugin_assets', '_add_graph_def'))
 
 # Whether TF's CheckpointSaverHook logs "Calling checkpoint listeners
 # before/after saving checkpoint N..." around its save (2.4 and later, not
@@ -196,6 +222,28 @@ WRITE_GRAPH_IS_DETERMINISTIC = _writes_deterministically()
 # TF 1.15 to 2.4's write_graph creates the directory only if file_exists()
 # says it is missing (a logdir that is no str fails there, with TypeError).
 WRITE_GRAPH_CHECKS_FILE_EXISTS = 'file_exists' in _tf_graph_io.write_graph.__code__.co_names
+
+
+def _passes_keyword(function, keyword):
+  """Whether `function`'s own code passes `keyword=` to a call (the names of
+  a call's keywords are a tuple among its code's constants)."""
+  return any(isinstance(const, tuple) and keyword in const
+             for const in function.__code__.co_consts)
+
+
+# The float_format TF's write_graph prints graph.pbtxt with: '' (float fields
+# as str() of their double value) in 1.15 to 2.20, none (text_format's
+# default) from 2.21.
+WRITE_GRAPH_FLOAT_FORMAT = '' if _passes_keyword(_tf_graph_io.write_graph, 'float_format') else None
+
+# What the descriptors of the protobuf runtime the installed TF runs with
+# tell (the releases of TF 2.12's time and older lack these properties; what
+# they say then follows from the .proto file's syntax): read from one field
+# and one enum of TF's own messages.
+_A_FIELD = _tensor_pb2.TensorProto.DESCRIPTOR.fields[0]
+FIELD_DESCRIPTORS_KNOW_IS_REPEATED = hasattr(_A_FIELD, 'is_repeated')
+FIELD_DESCRIPTORS_KNOW_HAS_PRESENCE = hasattr(_A_FIELD, 'has_presence')
+ENUM_DESCRIPTORS_KNOW_IS_CLOSED = hasattr(_types_pb2.DataType.DESCRIPTOR, 'is_closed')
 
 
 def serialize_as_write_graph(message):

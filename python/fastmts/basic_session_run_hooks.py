@@ -20,7 +20,7 @@ from fastmts import async_checkpoint as async_checkpoint_lib
 from fastmts import fetches as fetches_lib
 from fastmts import checkpoint_saver
 from fastmts import class_identity
-from fastmts import event_file_writer
+from fastmts.file_formats import event_file_writer
 from fastmts import preemption
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext

@@ -1,7 +1,8 @@
 """CheckpointSaverHook's session-side methods, as fastmts runs the stock hook.
 
-TF's own `after_create_session`, `_save` and `end` (the same from TF 2.12
-to 2.21), with three costs taken off them, the files unchanged:
+TF's own `after_create_session`, `_save` and `end` (as the release in use
+has them, where releases differ: _tensorflow's facts), with three costs
+taken off them, the files unchanged:
 
 * graph.pbtxt is printed natively (graph_io: the bytes of TF's write_graph);
 * after_create_session computes the GraphDef once for graph.pbtxt, the
@@ -35,9 +36,9 @@ from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 from tensorflow.python.training import saver as saver_lib
 
 from fastmts import _tensorflow
-from fastmts import event_file_writer
-from fastmts import graph_events
-from fastmts import graph_io
+from fastmts.file_formats import event_file_writer
+from fastmts.file_formats import graph_events
+from fastmts.file_formats import graph_io
 from fastmts.tf_call_sites import TFSite
 
 # The log lines of TF's CheckpointSaverHook._save, logged from its lines.
@@ -60,8 +61,8 @@ def after_create_session(hook, session):
   between (no op nor function can be added), so here it is computed once and
   the meta graph record's MetaGraphDef is also the first save's .meta: both
   are create_meta_graph_def of that GraphDef, the saver's SaverDef and every
-  collection, which is what Saver.export_meta_graph() builds (TF 2.12 to
-  2.21); the save checks the collections and SaverDef again before reusing
+  collection, which is what Saver.export_meta_graph() builds in each
+  supported release (tests/test_meta_graph_once.py); the save checks the collections and SaverDef again before reusing
   it. A graph that is not finalized gets TF's calls as they are."""
   # pylint: disable=protected-access
   global_step = session.run(hook._global_step_tensor)
@@ -192,8 +193,10 @@ def write_meta_graph(checkpoint_file, serialized):
 
 
 def _saves_graph_def(hook):
-  """hook._save_graph_def; TF 1.15's hook has no such option and always
+  """hook._save_graph_def; a hook of a release without that option always
   writes the graph and the .meta."""
+  if not _tensorflow.SAVER_HOOK_TAKES_SAVE_GRAPH_DEF:
+    return True
   return getattr(hook, '_save_graph_def', True)  # pylint: disable=protected-access
 
 

@@ -19,6 +19,7 @@ import weakref
 from tensorflow.core.protobuf import config_pb2
 
 from fastmts import _native
+from fastmts import _python_compat
 from fastmts import basic_session_run_hooks
 from fastmts import errors
 from fastmts import fetches as fetches_lib
@@ -46,9 +47,7 @@ def _signals_with_python_handlers():
   default_int_handler among them): the native loop watches these. (The C
   module `_signal` answers without `signal`'s enum conversions.)"""
   getsignal = _signal.getsignal
-  # valid_signals is Python 3.8's; on 3.7 every number below NSIG.
-  valid = _signal.valid_signals() if hasattr(_signal, 'valid_signals') else range(1, _signal.NSIG)
-  return [s for s in valid if callable(getsignal(s))]
+  return [s for s in _python_compat.valid_signals() if callable(getsignal(s))]
 
 
 class LoopProgress:

@@ -26,7 +26,7 @@ from fastmts import basic_session_run_hooks as fastmts_hooks
 from fastmts import class_identity
 from fastmts import errors as fastmts_errors
 from fastmts import fetches as fetches_lib
-from fastmts import graph_events
+from fastmts.file_formats import graph_events
 from fastmts import preemption as preemption_lib
 from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession

@@ -50,6 +50,7 @@ from tensorflow.python.training import session_run_hook
 from tensorflow.python.training import training_util
 
 from fastmts import _native
+from fastmts import _python_compat
 from fastmts._tensorflow import checkpoint_management
 
 _UNCATCHABLE = tuple(s for s in (getattr(signal, 'SIGKILL', None),
@@ -85,7 +86,7 @@ class PreemptionPolicy:
                       % (signals,)) from None
     if not signals:
       raise ValueError('signals must name at least one signal')
-    valid = signal.valid_signals() if hasattr(signal, 'valid_signals') else range(1, signal.NSIG)
+    valid = _python_compat.valid_signals()
     for s in signals:
       if isinstance(s, bool) or not isinstance(s, numbers.Integral):
         raise TypeError('signals must be signal numbers, got %r' % (s,))

@@ -11,6 +11,7 @@ second instead of up to recovery_wait_secs (30 s).
 from tensorflow.python.framework import ops
 from tensorflow.python.training import monitored_session as _tf_monitored_session
 
+from fastmts import _tensorflow
 from fastmts import class_identity
 from fastmts import session_manager
 
@@ -28,9 +29,8 @@ class WorkerSessionCreator(_tf_monitored_session.WorkerSessionCreator,
   def _get_session_manager(self):
     if self._session_manager:
       return self._session_manager
-    # TF 1.15's Scaffold and SessionManager have no local_init_feed_dict.
     feed = ({'local_init_feed_dict': self._scaffold.local_init_feed_dict}
-            if hasattr(self._scaffold, 'local_init_feed_dict') else {})
+            if _tensorflow.SCAFFOLD_TAKES_LOCAL_INIT_FEED_DICT else {})
     self._session_manager = session_manager.SessionManager(
         local_init_op=self._scaffold.local_init_op, **feed,
         ready_op=self._scaffold.ready_op,

@@ -1,4 +1,4 @@
-#include "core/event_writer.h"
+#include "core/file_formats/event_writer.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "core/event_file.h"
+#include "core/file_formats/event_file.h"
 
 namespace fastmts {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/event_file.h"
+#include "core/file_formats/event_file.h"
 
 #include <array>
 #include <cmath>

@@ -113,7 +113,7 @@ struct Result {
 // octal otherwise; bytes fields always escape them. Never reads outside
 // `wire`; safe to call from several threads at once. With
 // `floats_as_doubles`, float fields print as MessageToString(msg,
-// float_format='') prints them (TF 2.12 to 2.20's write_graph asks so):
+// float_format='') prints them (TF 1.15 to 2.20's write_graph asks so):
 // str() of the float's value as a double.
 Result print(const Schema& schema, std::string_view wire, bool as_utf8,
              bool floats_as_doubles = false);

@@ -11,9 +11,10 @@ serializes these GraphDefs and MetaGraphDefs non-deterministically: two
 as_graph_def() of one graph give different bytes, in TF alone too; the
 records are the same messages. tests/test_start_records.py compares them.)
 
-These mirror TF's FileWriter code (writer.py, unchanged from TF 2.12 to
-2.21) and lean on two of its private methods, `_write_plugin_assets` and
-`_add_graph_def`. A writer whose class overrides any of the methods
+These mirror TF's FileWriter code (writer.py, the same in the releases
+fastmts runs on) and lean on two of its private methods,
+`_write_plugin_assets` and `_add_graph_def`
+(_tensorflow.FILE_WRITER_ADDS_GRAPH_IN_PARTS). A writer whose class overrides any of the methods
 involved, or a FileWriterCache someone replaced, gets TF's own calls.
 """
 from tensorflow.python.framework import meta_graph
@@ -22,20 +23,22 @@ from tensorflow.python.summary.writer import writer as _tf_writer
 from tensorflow.python.summary.writer import writer_cache as _tf_writer_cache
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
-from fastmts import event_file_writer
+from fastmts import _tensorflow
+from fastmts.file_formats import event_file_writer
 
 _Transformer = _tf_writer.SummaryToEventTransformer
 # The methods TF's add_graph(graph) runs; a subclass overriding any of them
 # (or a TF without them) is written through its own add_graph.
 _ADD_GRAPH_METHODS = ('add_graph', '_write_plugin_assets', '_add_graph_def')
-_TF_METHODS = {name: getattr(_Transformer, name, None) for name in _ADD_GRAPH_METHODS}
+_TF_METHODS = ({name: getattr(_Transformer, name) for name in _ADD_GRAPH_METHODS}
+               if _tensorflow.FILE_WRITER_ADDS_GRAPH_IN_PARTS else {})
 _TF_CACHE_GET = _tf_writer_cache.FileWriterCache.__dict__.get('get')
 
 
 def _writes_as_tf(writer):
   """Whether writer.add_graph(graph) is TF's SummaryToEventTransformer's."""
-  return all(method is not None and getattr(type(writer), name, None) is method
-             for name, method in _TF_METHODS.items())
+  return bool(_TF_METHODS) and all(getattr(type(writer), name, None) is method
+                                   for name, method in _TF_METHODS.items())
 
 
 def add_graph(writer, graph, graph_def):
@@ -67,7 +70,8 @@ def _new_file_writer(logdir, graph):
 def _cache_is_tf():
   """Whether the stock hooks' SummaryWriterCache.get is TF's, unpatched."""
   cache = _tf_writer_cache.FileWriterCache
-  return (getattr(_tf_hooks, 'SummaryWriterCache', None) is cache and
+  # What the hooks' module binds now (replaced or removed: TF's calls).
+  return (vars(_tf_hooks).get('SummaryWriterCache') is cache and
           _TF_CACHE_GET is not None and cache.__dict__.get('get') is _TF_CACHE_GET and
           _tf_writer_cache.FileWriter is _tf_writer.FileWriter and
           isinstance(getattr(cache, '_cache', None), dict) and hasattr(cache, '_lock'))
@@ -75,7 +79,7 @@ def _cache_is_tf():
 
 def writer_dir_of_begin(hook):
   """The directory whose writer a stock hook's begin() first asks
-  SummaryWriterCache for (TF 2.12 to 2.21), or None: CheckpointSaverHook
+  SummaryWriterCache for, or None: CheckpointSaverHook
   always, StepCounterHook and SummarySaverHook when given an output_dir and
   no summary_writer. A subclass may begin otherwise: None."""
   # pylint: disable=protected-access

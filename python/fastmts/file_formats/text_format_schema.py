@@ -1,4 +1,4 @@
-"""Schema tables for the native text-format printer (cpp/core/text_format.h).
+"""Schema tables for the native text-format printer (cpp/core/file_formats/text_format.h).
 
 The native printer links no protobuf library: what it knows of a message
 type is the table built here from the type's Python Descriptor -- the type
@@ -10,6 +10,7 @@ import threading
 from google.protobuf import descriptor as _descriptor
 
 from fastmts import _native
+from fastmts import _tensorflow
 
 _FD = _descriptor.FieldDescriptor
 _ANY = 'google.protobuf.Any'
@@ -90,17 +91,17 @@ def _is_map_entry(f):  # as text_format._IsMapEntry
           and f.message_type.GetOptions().map_entry)
 
 
-# Older protobuf releases (those of TF 2.12) lack some descriptor properties;
-# their values then follow from the file's syntax.
+# Older protobuf releases (those TF 2.12 and older run with) lack some
+# descriptor properties; their values then follow from the file's syntax.
 
 def _is_repeated(f):
-  if hasattr(f, 'is_repeated'):
+  if _tensorflow.FIELD_DESCRIPTORS_KNOW_IS_REPEATED:
     return f.is_repeated
   return f.label == _FD.LABEL_REPEATED
 
 
 def _has_presence(f):
-  if hasattr(f, 'has_presence'):
+  if _tensorflow.FIELD_DESCRIPTORS_KNOW_HAS_PRESENCE:
     return f.has_presence
   if _is_repeated(f):
     return False
@@ -109,6 +110,6 @@ def _has_presence(f):
 
 
 def _is_closed(e):
-  if hasattr(e, 'is_closed'):
+  if _tensorflow.ENUM_DESCRIPTORS_KNOW_IS_CLOSED:
     return e.is_closed
   return e.file.syntax == 'proto2'

@@ -14,7 +14,7 @@ from google.protobuf import text_format
 
 from fastmts import _native
 from fastmts import _tensorflow
-from fastmts import text_format_schema
+from fastmts.file_formats import text_format_schema
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import node_def_pb2
 from tensorflow.core.framework import tensor_pb2
@@ -26,9 +26,8 @@ from tensorflow.python.lib.io import file_io
 # up to 4.x, True in recent ones): the native text follows the installed one.
 _AS_UTF8 = bool(inspect.signature(text_format.MessageToString).parameters['as_utf8'].default)
 
-# How the installed TF's write_graph prints: TF 2.12 to 2.20 pass
-# float_format='' (float fields as str() of their double value), 2.21 not.
-_TF_FLOAT_FORMAT = '' if _tensorflow.RELEASE < (2, 21) else None
+# How the installed TF's write_graph prints floats.
+_TF_FLOAT_FORMAT = _tensorflow.WRITE_GRAPH_FLOAT_FORMAT
 
 
 def _float_format_warns():

@@ -1,8 +1,8 @@
 // Event files as TF's EventsWriter writes them, without TF's C++ API (which
 // is not part of the stable C API): TFRecord framing with masked CRC-32C,
 // and Event protos serialized as protobuf serializes them. The writer thread
-// that appends them is cpp/core/event_writer.h; the records the native hooks
-// write, cpp/core/summary_writer.h.
+// that appends them is cpp/core/file_formats/event_writer.h; the records the native hooks
+// write, cpp/core/file_formats/summary_writer.h.
 #pragma once
 
 #include <cstdint>

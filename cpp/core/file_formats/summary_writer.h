@@ -15,8 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/event_file.h"
-#include "core/event_writer.h"
+#include "core/file_formats/event_file.h"
+#include "core/file_formats/event_writer.h"
 
 namespace fastmts {
 

@@ -1,4 +1,4 @@
-#include "core/python_float_repr.h"
+#include "core/file_formats/python_float_repr.h"
 
 #include <charconv>
 #include <cmath>

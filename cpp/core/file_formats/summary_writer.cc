@@ -1,8 +1,8 @@
-#include "core/summary_writer.h"
+#include "core/file_formats/summary_writer.h"
 
 #include <cstring>
 
-#include "core/event_file.h"
+#include "core/file_formats/event_file.h"
 #include "core/timers.h"
 
 namespace fastmts {

@@ -3,7 +3,7 @@
 // Python's text_format does are one contract, checked byte for byte by
 // tests/test_text_format.py; split, each half would restate the other's
 // rules.
-#include "core/text_format.h"
+#include "core/file_formats/text_format.h"
 
 #include <algorithm>
 #include <charconv>
@@ -11,7 +11,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "core/python_float_repr.h"
+#include "core/file_formats/python_float_repr.h"
 
 namespace fastmts {
 namespace text_format {

@@ -32,6 +32,7 @@ from tensorflow.python.summary.writer import event_file_writer as _tf_event_file
 from tensorflow.python.summary.writer import writer as _tf_writer
 
 from fastmts import _native
+from fastmts import _tensorflow
 
 # TF's SummaryToEventTransformer keeps a value's metadata the first time its
 # tag is seen because a SummaryMetadata message is always truthy in Python
@@ -182,8 +183,9 @@ def _adopt(event_writer):
     return None
   worker = getattr(event_writer, '_worker', None)
   flush_secs = getattr(event_writer, '_flush_secs', None)
-  max_queue = getattr(event_writer, '_max_queue', None)
-  if max_queue is None:  # TF 1.15 and 2.0 keep it in their queue
+  if _tensorflow.EVENT_FILE_WRITER_KEEPS_MAX_QUEUE:
+    max_queue = getattr(event_writer, '_max_queue', None)
+  else:
     max_queue = getattr(getattr(event_writer, '_event_queue', None), 'maxsize', None)
   ev_writer = event_writer._ev_writer  # pylint: disable=protected-access
   if worker is None or flush_secs is None or max_queue is None:
