@@ -867,10 +867,22 @@ def test_feed_fn_hook_conflicts_with_caller_feed(check, key):
 # ---------------------------------------------------------------------------
 
 
-# TF 2.12 to 2.15 warn once per process that GlobalStepWaiterHook is
-# deprecated, from whichever test makes one first: made here, the warning
-# is out of the way of the log lines the tests below compare.
-v1.train.GlobalStepWaiterHook(wait_until_step=0)
+@pytest.fixture(autouse=True, scope='module')
+def _deprecation_warnings_out_of_the_way(tmp_path_factory):
+  """TF 2.12 to 2.15 warn once per process that GlobalStepWaiterHook,
+  ProfilerHook and the SessionRunArgs family are deprecated, from whichever
+  test makes one first, once tensorflow_estimator was imported (its import
+  wraps them in the deprecation decorator; a test module collected after
+  this one imports it). Made and run here, at this module's first test,
+  when every test module has been imported, the warnings are out of the way
+  of the log lines the tests compare."""
+  with tf.Graph().as_default():
+    train = v1.assign_add(v1.train.get_or_create_global_step(), 1)
+    hooks = [v1.train.GlobalStepWaiterHook(wait_until_step=0),
+             v1.train.ProfilerHook(save_steps=1,
+                                   output_dir=str(tmp_path_factory.mktemp('profiler')))]
+    with v1.train.MonitoredSession(hooks=hooks) as sess:
+      sess.run(train)
 
 
 def _global_step_from(start_value, name='global_step'):
