@@ -89,3 +89,21 @@ def local_server():
   the server's resource containers and outlive the sessions.
   """
   return tf.distribute.Server.create_local_server()
+
+
+@pytest.fixture(scope='module')
+def deprecation_warnings_out_of_the_way(tmp_path_factory):
+  """TF 2.12 to 2.15 warn once per process that GlobalStepWaiterHook,
+  ProfilerHook and the SessionRunArgs family are deprecated, from whichever
+  test makes one first, once tensorflow_estimator was imported (its import
+  wraps them in the deprecation decorator; a test module collected later
+  may import it). Made and run at the first test of a module that uses this,
+  when every test module has been imported, the warnings are out of the way
+  of the log lines that module's tests compare."""
+  with tf.Graph().as_default():
+    train = tf.compat.v1.assign_add(tf.compat.v1.train.get_or_create_global_step(), 1)
+    hooks = [tf.compat.v1.train.GlobalStepWaiterHook(wait_until_step=0),
+             tf.compat.v1.train.ProfilerHook(
+                 save_steps=1, output_dir=str(tmp_path_factory.mktemp('profiler')))]
+    with tf.compat.v1.train.MonitoredSession(hooks=hooks) as sess:
+      sess.run(train)

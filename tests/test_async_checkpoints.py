@@ -601,6 +601,10 @@ def test_failed_final_write_is_raised_by_close(check):
                                            save_summaries_steps=None, log_step_count_steps=None,
                                            **_async_kwargs(impl))
       sess.run(train)
+      # The asynchronous write of step 0 may still run; its .meta and
+      # `checkpoint` files, written after the rename, would make the
+      # directory anew.
+      _wait_for_latest(workdir, 0)
       os.rename(workdir, workdir + '.moved')
       with open(workdir, 'w') as f:
         f.write('not a directory')

@@ -17,10 +17,7 @@ v1 = tf.compat.v1
 _unique = itertools.count()
 
 
-# TF 2.12 to 2.15 warn once per process that GlobalStepWaiterHook is
-# deprecated, from whichever test makes one first: made here, the warning
-# is out of the way of the log lines the tests below compare.
-v1.train.GlobalStepWaiterHook(wait_until_step=0)
+pytestmark = pytest.mark.usefixtures('deprecation_warnings_out_of_the_way')
 
 
 def _global_step_from(start_value, name='global_step'):
