@@ -134,6 +134,59 @@ class ScratchLease {
 };
 }  // namespace
 
+struct HookedSession::HooksAsked {
+  bool anything = false;              // did any hook ask for anything?
+  std::unique_ptr<FeedMerger> feeds;  // only when some hook feeds
+  const std::string* options = nullptr;
+  bool full_trace = false;
+};
+
+void HookedSession::ask_hooks(StepContext& ctx, const SessionRunner& runner,
+                              std::vector<RunRequest>& requests, HooksAsked* asked) {
+  // Hooks are asked in order; as in TF, a feed conflict stops the round at
+  // the hook that causes it.
+  HookDispatchLock::Round round(dispatch_, runner.guard());
+  HookCosts* costs = costs_.get();
+  for (size_t i = 0; i < hooks_.size(); ++i) {
+    timed(costs ? &costs->before_run_seconds[i] : nullptr,
+          [&] { hooks_[i]->before_run(ctx, requests[i]); });
+    const RunRequest& r = requests[i];
+    asked->anything = asked->anything || r.plan || r.feed_plan || !r.run_options.empty() ||
+                      r.full_trace;
+    if (r.feed_plan) {
+      if (!asked->feeds) asked->feeds = std::make_unique<FeedMerger>();
+      asked->feeds->add(r, "Same tensor is fed by two hooks.");
+    }
+    if (!r.run_options.empty()) asked->options = &r.run_options;
+    asked->full_trace = asked->full_trace || r.full_trace;
+  }
+}
+
+void HookedSession::tell_hooks(StepContext& ctx, const SessionRunner& runner,
+                               const std::vector<RunRequest>& requests, const RunResult& merged,
+                               const MergedFetches* fetches, double run_seconds) {
+  HookDispatchLock::Round round(dispatch_, runner.guard());
+  HookCosts* costs = costs_.get();
+  if (costs) {
+    costs->run_seconds += run_seconds;
+    ++costs->steps;
+  }
+  for (size_t i = 0; i < hooks_.size(); ++i) {
+    timed(costs ? &costs->after_run_seconds[i] : nullptr, [&] {
+      if (requests[i].plan) {
+        const Fetched mine(merged.outputs, fetches->where[i]);
+        hooks_[i]->after_run(ctx, requests[i], &mine, merged.run_metadata);
+      } else {
+        hooks_[i]->after_run(ctx, requests[i], nullptr, merged.run_metadata);
+      }
+    });
+  }
+  // Only now is the step done: one whose after_run raised (a preemption
+  // included, after which TF runs the step again) is not counted. Written
+  // under the lock, read by anyone.
+  steps_run_.store(steps_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
 void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller,
                            bool want_metadata, void* user_data, bool may_defer,
                            RunResult* result) {
@@ -142,32 +195,16 @@ void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller
   const size_t n = hooks_.size();
   ScratchLease lease(scratches_, n);
   StepScratch& scratch = *lease;
-
-  // Hooks are asked in order; as in TF, a feed conflict stops the round at
-  // the hook that causes it.
   std::vector<RunRequest>& requests = scratch.requests;
-  bool asked = false;                   // did any hook ask for anything?
-  std::unique_ptr<FeedMerger> feeds;    // only when some hook feeds
-  const std::string* options = &caller.run_options;
-  bool full_trace = false;
-  {
-    HookDispatchLock::Round round(dispatch_, runner.guard());
-    HookCosts* costs = costs_.get();
-    for (size_t i = 0; i < n; ++i) {
-      timed(costs ? &costs->before_run_seconds[i] : nullptr,
-            [&] { hooks_[i]->before_run(ctx, requests[i]); });
-      const RunRequest& r = requests[i];
-      asked = asked || r.plan || r.feed_plan || !r.run_options.empty() || r.full_trace;
-      if (r.feed_plan) {
-        if (!feeds) feeds = std::make_unique<FeedMerger>();
-        feeds->add(r, "Same tensor is fed by two hooks.");
-      }
-      if (!r.run_options.empty()) options = &r.run_options;
-      full_trace = full_trace || r.full_trace;
-    }
-  }
+
+  HooksAsked hooks_asked;
+  hooks_asked.options = &caller.run_options;
+  ask_hooks(ctx, runner, requests, &hooks_asked);
+  const bool asked = hooks_asked.anything;
+  std::unique_ptr<FeedMerger>& feeds = hooks_asked.feeds;
+  const std::string* options = hooks_asked.options;
   std::string traced_options;
-  if (full_trace) {
+  if (hooks_asked.full_trace) {
     traced_options = *options + kFullTraceOption;
     options = &traced_options;
     ctx.set_full_trace();
@@ -200,28 +237,7 @@ void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller
                 want_metadata || !options->empty(), &merged, &fetches->must_own);
   });
 
-  {
-    HookDispatchLock::Round round(dispatch_, runner.guard());
-    HookCosts* costs = costs_.get();
-    if (costs) {
-      costs->run_seconds += run_seconds;
-      ++costs->steps;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      timed(costs ? &costs->after_run_seconds[i] : nullptr, [&] {
-        if (requests[i].plan) {
-          const Fetched mine(merged.outputs, fetches->where[i]);
-          hooks_[i]->after_run(ctx, requests[i], &mine, merged.run_metadata);
-        } else {
-          hooks_[i]->after_run(ctx, requests[i], nullptr, merged.run_metadata);
-        }
-      });
-    }
-    // Only now is the step done: one whose after_run raised (a preemption
-    // included, after which TF runs the step again) is not counted. Written
-    // under the lock, read by anyone.
-    steps_run_.store(steps_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  tell_hooks(ctx, runner, requests, merged, fetches, run_seconds);
   if (ctx.stop_requested()) request_stop();
 
   if (asked) {

@@ -242,6 +242,15 @@ class HookedSession {
   // its result into `result`.
   void run_on(const SessionRunner& runner, const RunRequest& caller, bool want_metadata,
               void* user_data, bool may_defer, RunResult* result);
+  // What the hooks' before_run round asked of one step (hooked_session.cc).
+  struct HooksAsked;
+  // run_on's parts: every hook's before_run in order, under the dispatch
+  // lock; then every hook's after_run in order, under it again.
+  void ask_hooks(StepContext& ctx, const SessionRunner& runner, std::vector<RunRequest>& requests,
+                 HooksAsked* asked);
+  void tell_hooks(StepContext& ctx, const SessionRunner& runner,
+                  const std::vector<RunRequest>& requests, const RunResult& merged,
+                  const MergedFetches* fetches, double run_seconds);
 
   std::vector<HookPtr> hooks_;
   PostponedWork postponed_;

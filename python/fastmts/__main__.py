@@ -184,6 +184,25 @@ def _table(results):
     return '\n'.join([fmt(head), sep] + [fmt(r) for r in rows])
 
 
+def _print_comparison(results):
+    """Stock against fastmts, when both ran: the speed ratio and whether the
+    final losses match."""
+    by = {r['impl']: r for r in results}
+    if 'tf' in by and 'fastmts' in by:
+        tf_r, fm_r = by['tf'], by['fastmts']
+        ratio = fm_r['steps_per_s'] / tf_r['steps_per_s']
+        print('\nfastmts/stock steps/s: %.2fx  (per step: %.1f us stock, '
+              '%.1f us fastmts)'
+              % (ratio, 1e6 / tf_r['steps_per_s'],
+                 1e6 / fm_r['steps_per_s']))
+        if (tf_r['start'], tf_r['steps']) == (fm_r['start'], fm_r['steps']):
+            same = abs(tf_r['loss'] - fm_r['loss']) <= \
+                1e-4 * max(1.0, abs(tf_r['loss']))
+            print('final losses %s (same seeds, same steps)'
+                  % ('match' if same else
+                     'DIFFER: %.6f vs %.6f' % (tf_r['loss'], fm_r['loss'])))
+
+
 def main(argv=None):
     """Trains the demo model with stock TF, then with fastmts, and prints
     their speeds side by side; returns the process exit status."""
@@ -226,20 +245,7 @@ def main(argv=None):
             shutil.rmtree(base, ignore_errors=True)
 
     print(_table(results))
-    by = {r['impl']: r for r in results}
-    if 'tf' in by and 'fastmts' in by:
-        tf_r, fm_r = by['tf'], by['fastmts']
-        ratio = fm_r['steps_per_s'] / tf_r['steps_per_s']
-        print('\nfastmts/stock steps/s: %.2fx  (per step: %.1f us stock, '
-              '%.1f us fastmts)'
-              % (ratio, 1e6 / tf_r['steps_per_s'],
-                 1e6 / fm_r['steps_per_s']))
-        if (tf_r['start'], tf_r['steps']) == (fm_r['start'], fm_r['steps']):
-            same = abs(tf_r['loss'] - fm_r['loss']) <= \
-                1e-4 * max(1.0, abs(tf_r['loss']))
-            print('final losses %s (same seeds, same steps)'
-                  % ('match' if same else
-                     'DIFFER: %.6f vs %.6f' % (tf_r['loss'], fm_r['loss'])))
+    _print_comparison(results)
     print('seconds = training loop only (session setup/close excluded); '
           'final loss = mean over the last %d steps; ' % FINAL_LOSS_WINDOW +
           'total wall time %.1f s' % (time.perf_counter() - t_total))

@@ -179,7 +179,7 @@ class HookedSession:
     if not python_hooked_session.runs_natively(tf_sess):
       # The stock hooks' own Python methods run now: they carry on from
       # what the native dispatch did with them so far.
-      self.hand_back()
+      self.write_hook_state_to_tf_hooks()
       self._tf_dispatch = python_hooked_session.TFHookDispatch(tf_sess, self._hooks)
       for name in _DISPATCHED:
         setattr(self, name, getattr(self._tf_dispatch, name))
@@ -192,7 +192,7 @@ class HookedSession:
     for runner in self._native_runners:
       runner.on_session_attached()
 
-  def hand_back(self):
+  def write_hook_state_to_tf_hooks(self):
     """Brings what natively run stock hooks keep of their schedules natively
     (what TF's after_run leaves on the hook object) into TF's objects. Done
     at close before any end(): TF's objects hold that state even when their

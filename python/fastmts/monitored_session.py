@@ -469,7 +469,7 @@ class _MonitoredSession:
 
   def _close_session(self, exception_type):
     try:
-      self._coordinated_creator.hooked.hand_back()
+      self._coordinated_creator.hooked.write_hook_state_to_tf_hooks()
       if not exception_type:
         self._coordinated_creator.hooked.end()
     finally:

@@ -465,13 +465,9 @@ class Printer {
     }
   }
 
-  // Python prints each entry sorted by key, as the message
-  // GetEntryClass()(key=k, value=map[k]): key and a scalar value only when
-  // set (not zero, in proto3), a message value always.
-  void map(Frame& f, const FieldSpec& spec, size_t begin, size_t end, int indent) {
-    const Schema::Message& entry = schema_.message(spec.message_type);
-    const FieldSpec& key = entry.spec.fields[entry.find(1)];
-    const FieldSpec& value = entry.spec.fields[entry.find(2)];
+  // The map's entries from the wire, in the order read, in f.items.
+  void map_items(Frame& f, const Schema::Message& entry, const FieldSpec& key,
+                 const FieldSpec& value, size_t begin, size_t end) {
     std::vector<MapItem>& items = f.items;
     items.clear();
     if (depth_ >= kMaxDepth) unsupported("message nesting too deep");
@@ -514,6 +510,42 @@ class Printer {
       item.is_merged = segments > 1;
       items.push_back(std::move(item));
     }
+  }
+
+  // One map entry as Python prints it: key and scalar value when set.
+  void map_entry(const FieldSpec& spec, const FieldSpec& key, const FieldSpec& value,
+                 const MapItem& item, bool text_key, int indent) {
+    open(spec, indent);
+    const bool key_set = text_key ? !item.key_text.empty() : item.key != 0;
+    if (key.has_presence || key_set) {
+      if (text_key) {
+        string_field(key, item.key_text, indent + 2);
+      } else {
+        scalar_held(key, item.key, indent + 2);
+      }
+    }
+    if (value.type == FieldType::kMessage) {
+      open(value, indent + 2);
+      message(value.message_type, item.value_message(), indent + 4);
+      close(indent + 2);
+    } else if (wire_type_of(value.type) == kLengthDelimited) {
+      if (value.has_presence || !item.value_data.empty())
+        string_field(value, item.value_data, indent + 2);
+    } else if (value.has_presence || is_nonzero(value.type, item.value)) {
+      scalar_field(value, item.value, indent + 2);
+    }
+    close(indent);
+  }
+
+  // Python prints each entry sorted by key, as the message
+  // GetEntryClass()(key=k, value=map[k]): key and a scalar value only when
+  // set (not zero, in proto3), a message value always.
+  void map(Frame& f, const FieldSpec& spec, size_t begin, size_t end, int indent) {
+    const Schema::Message& entry = schema_.message(spec.message_type);
+    const FieldSpec& key = entry.spec.fields[entry.find(1)];
+    const FieldSpec& value = entry.spec.fields[entry.find(2)];
+    map_items(f, entry, key, value, begin, end);
+    std::vector<MapItem>& items = f.items;
     if (value.type == FieldType::kMessage) {
       for (const MapItem& item : items) {  // what Python's parser reads besides
         if (!item.in_map) validate_message(value.message_type, item.value_message());
@@ -538,26 +570,7 @@ class Printer {
         if (value.type == FieldType::kMessage) validate_message(value.message_type, item.value_message());
         continue;
       }
-      open(spec, indent);
-      const bool key_set = text_key ? !item.key_text.empty() : item.key != 0;
-      if (key.has_presence || key_set) {
-        if (text_key) {
-          string_field(key, item.key_text, indent + 2);
-        } else {
-          scalar_held(key, item.key, indent + 2);
-        }
-      }
-      if (value.type == FieldType::kMessage) {
-        open(value, indent + 2);
-        message(value.message_type, item.value_message(), indent + 4);
-        close(indent + 2);
-      } else if (wire_type_of(value.type) == kLengthDelimited) {
-        if (value.has_presence || !item.value_data.empty())
-          string_field(value, item.value_data, indent + 2);
-      } else if (value.has_presence || is_nonzero(value.type, item.value)) {
-        scalar_field(value, item.value, indent + 2);
-      }
-      close(indent);
+      map_entry(spec, key, value, item, text_key, indent);
     }
   }
 

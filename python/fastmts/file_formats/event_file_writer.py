@@ -174,6 +174,28 @@ def add_graph_def(file_writer, graph_def):
     file_writer._add_graph_def(graph_def)  # pylint: disable=protected-access
 
 
+def _file_maker(writer_type, prefix, suffix):
+  """The callable the native writer makes a new event file with: as TF's
+  EventsWriter makes it after close() and reopen(); it returns the file's
+  name, or None when it cannot make one."""
+
+  def create_file():
+    made = writer_type(prefix.encode())
+    try:
+      made.InitWithSuffix(suffix.encode())
+    except Exception:  # pylint: disable=broad-except
+      pass  # TF 2.2 on raises a file it could not make, 1.15 returns it: the file tells
+    name = made.FileName()
+    name = name.decode() if isinstance(name, bytes) else name
+    made.Close()
+    if not os.path.isfile(name):
+      _log_write_failed(writer_type)
+      return None
+    return name
+
+  return create_file
+
+
 def _adopt(event_writer):
   """A NativeEventFileWriter carrying on from TF's open EventFileWriter
   `event_writer` (flushed and closed here), or None if it cannot."""
@@ -208,21 +230,7 @@ def _adopt(event_writer):
   failures_raised = ev_writer.Flush() is None
   writer_type = type(ev_writer)
 
-  def create_file():
-    # A new file as TF's EventsWriter makes it after close() and reopen(),
-    # or None when it cannot make one.
-    made = writer_type(prefix.encode())
-    try:
-      made.InitWithSuffix(suffix.encode())
-    except Exception:  # pylint: disable=broad-except
-      pass  # TF 2.2 on raises a file it could not make, 1.15 returns it: the file tells
-    name = made.FileName()
-    name = name.decode() if isinstance(name, bytes) else name
-    made.Close()
-    if not os.path.isfile(name):
-      _log_write_failed(writer_type)
-      return None
-    return name
+  create_file = _file_maker(writer_type, prefix, suffix)
 
   try:
     # Opens the file while TF's writer still holds it: TF's writer keeps its
