@@ -231,6 +231,14 @@ def _root_name(node):
   return node.id if isinstance(node, ast.Name) else None
 
 
+def _is_int_literal(node):
+  """An int written as a literal (ast.Constant, or ast.Num on Python 3.7)."""
+  try:
+    return type(ast.literal_eval(node)) is int
+  except (ValueError, TypeError, SyntaxError):
+    return False
+
+
 def _release_probes(path, text):
   """What in one module compares a release or probes what a release has."""
   tree = ast.parse(text)
@@ -250,7 +258,7 @@ def _release_probes(path, text):
             {n.id for n in ast.walk(part) if isinstance(n, ast.Name)} & set(_VERSION_NAMES)):
           found.append('%s compares a version' % where)
         if (isinstance(part, ast.Tuple) and part.elts and
-            all(isinstance(e, ast.Constant) and type(e.value) is int for e in part.elts)):
+            all(_is_int_literal(e) for e in part.elts)):
           found.append('%s compares a release tuple' % where)
     elif isinstance(node, ast.Attribute) and node.attr in ('RELEASE', 'SUPPORTED', 'check_release'):
       found.append('%s reads the release' % where)
