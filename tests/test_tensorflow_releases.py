@@ -316,8 +316,8 @@ def test_the_release_check_finds_what_it_looks_for():
 # that changes one fails here first (docs/design.md, "When TF changes").
 _UNKNOWN = object()
 _FACTS_BY_RELEASE = {
-    'SAVER_HOOK_TAKES_SAVE_GRAPH_DEF': lambda r: r >= (2, 0),
-    'SCAFFOLD_TAKES_LOCAL_INIT_FEED_DICT': lambda r: r >= (2, 0),
+    'SAVER_HOOK_TAKES_SAVE_GRAPH_DEF': lambda r: r >= (2, 1),
+    'SCAFFOLD_TAKES_LOCAL_INIT_FEED_DICT': lambda r: r >= (2, 1),
     'EVENT_FILE_WRITER_KEEPS_MAX_QUEUE': lambda r: r >= (2, 1),
     'FILE_WRITER_ADDS_GRAPH_IN_PARTS': lambda r: True,
     'WRITE_GRAPH_FLOAT_FORMAT': lambda r: '' if r < (2, 21) else None,

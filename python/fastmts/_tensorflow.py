@@ -113,13 +113,13 @@ except ImportError:  # TF 1.15 to 2.9
 # Tensor.experimental_ref in 1.15 to 2.1).
 tensor_ref = operator.methodcaller('ref' if hasattr(Tensor, 'ref') else 'experimental_ref')
 
-# TF 1.15's CheckpointSaverHook and MonitoredTrainingSession have no
-# save_graph_def (they always write the graph); 2.0 and later do.
+# TF 1.15's and 2.0's CheckpointSaverHook and MonitoredTrainingSession have no
+# save_graph_def (they always write the graph); 2.1 and later do.
 SAVER_HOOK_TAKES_SAVE_GRAPH_DEF = (
     'save_graph_def' in inspect.signature(_tf_hooks.CheckpointSaverHook.__init__).parameters)
 
-# TF 1.15's Scaffold (and its SessionManager) have no local_init_feed_dict;
-# 2.0 and later do.
+# TF 1.15's and 2.0's Scaffold (and its SessionManager) have no
+# local_init_feed_dict; 2.1 and later do.
 SCAFFOLD_TAKES_LOCAL_INIT_FEED_DICT = (
     'local_init_feed_dict' in inspect.signature(_tf_monitored_session.Scaffold.__init__).parameters)
 
