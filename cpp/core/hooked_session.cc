@@ -94,7 +94,7 @@ int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& con
     if (done && control.between_steps) {
       control.between_steps();
       // A signal handler that just ran may have stopped the loop (a
-      // preemption, a handler that stops the coordinator): no step after it.
+      // SIGTERM policy, a handler that stops the coordinator): no step after it.
       if (should_end()) break;
     }
     void* user_data = control.begin_step ? control.begin_step() : nullptr;
@@ -181,7 +181,7 @@ void HookedSession::tell_hooks(StepContext& ctx, const SessionRunner& runner,
       }
     });
   }
-  // Only now is the step done: one whose after_run raised (a preemption
+  // Only now is the step done: one whose after_run raised (an AbortedError
   // included, after which TF runs the step again) is not counted. Written
   // under the lock, read by anyone.
   steps_run_.store(steps_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

@@ -233,7 +233,7 @@ class HookedSession {
 
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
   // For a stop decided outside the hooks' after_run (e.g. Python hooks that
-  // share one run context, read once per step; a preemption signal).
+  // share one run context, read once per step; a stop signal).
   void request_stop() { stop_requested_.store(true, std::memory_order_release); }
   const std::vector<HookPtr>& hooks() const { return hooks_; }
 

@@ -1,0 +1,193 @@
+"""Checks anyone can run on the tree: the size limits of functions and
+classes, and where the preemption feature may be named.
+
+- No Python function over 60 lines or class over 300 in python/fastmts,
+  unless its docstring gives the reason ("Over 60 lines: ...").
+- No C++ function over 80 lines in cpp/.
+- The word "preemption" only in the preemption policy (preemption.py,
+  session_preemption.py), its hook's entry in the native-runner registry,
+  the session's ownership of them (monitored_session.py) and the public
+  names (__init__.py); TF's own message texts quoted as string literals
+  do not count.
+(No TF version comparison outside _tensorflow.py: test_tensorflow_releases.py.)
+"""
+
+import ast
+import io
+import pathlib
+import re
+import tokenize
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / 'python' / 'fastmts'
+CPP = ROOT / 'cpp'
+
+PYTHON_FUNCTION_LINES = 60
+PYTHON_CLASS_LINES = 300
+CPP_FUNCTION_LINES = 80
+
+_PREEMPTION_OWNERS = {
+    'preemption.py',  # the hook, its policy, record and error
+    'session_preemption.py',  # the session-level policy the layers ask
+    'monitored_session.py',  # the session's ownership of both
+    'basic_session_run_hooks.py',  # the hook's entry in the native-runner registry
+    '__init__.py',  # the public names
+}
+
+
+def _package_files():
+  return sorted(PACKAGE.rglob('*.py'))
+
+
+def _cpp_files():
+  return sorted(p for p in CPP.rglob('*') if p.suffix in ('.cc', '.h'))
+
+
+def python_over_limits(text, where='<text>'):
+  """'where:line name (N lines)' of each function or class over its limit
+  whose docstring does not say why."""
+  found = []
+  for node in ast.walk(ast.parse(text)):
+    if isinstance(node, ast.ClassDef):
+      limit, what = PYTHON_CLASS_LINES, 'class'
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      limit, what = PYTHON_FUNCTION_LINES, 'function'
+    else:
+      continue
+    lines = node.end_lineno - node.lineno + 1
+    reason = re.search(r'Over %d lines:' % limit, ast.get_docstring(node) or '')
+    if lines > limit and not reason:
+      found.append('%s:%d %s %s (%d lines)' % (where, node.lineno, what, node.name, lines))
+  return found
+
+
+def _cpp_without_comments_and_literals(text):
+  """The text with comments and string/char literals emptied, lines kept."""
+  keep_lines = lambda m: '\n' * m.group().count('\n')
+  text = re.sub(r'//[^\n]*', '', text)
+  text = re.sub(r'/\*.*?\*/', keep_lines, text, flags=re.S)
+  text = re.sub(r'R"(\w*)\((.*?)\)\1"', lambda m: '""' + keep_lines(m), text, flags=re.S)
+  text = re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+  return re.sub(r"'(\\.|[^'\\\n])*'", "''", text)
+
+
+_SCOPE_KEYWORD = re.compile(r'\b(namespace|class|struct|union|enum)\b')
+# What ends a function's head before its body: the parameter list, then
+# qualifiers, a trailing return type or a constructor's initializer list.
+_FUNCTION_HEAD_END = re.compile(
+    r'\)\s*(const|noexcept|override|final|mutable|\s)*(->[^{;]*)?\s*(:[^;]*)?$', re.S)
+
+
+def cpp_functions(text):
+  """(head, first line, number of lines) of each outermost function body
+  (free functions, methods, constructors; the lambdas and blocks inside a
+  function are part of it). A brace matcher over the text without comments
+  and literals, enough for this tree's style."""
+  text = _cpp_without_comments_and_literals(text)
+  open_blocks = []  # (kind, first line, head)
+  head_start, line = 0, 1
+  for i, ch in enumerate(text):
+    if ch == '\n':
+      line += 1
+    elif ch == '{':
+      head = text[head_start:i]
+      function_head = _FUNCTION_HEAD_END.search(head)
+      if any(block[0] == 'function' for block in open_blocks):
+        kind = 'inner'
+      elif function_head and re.search(r'\w\s*$', function_head.group(3) or ''):
+        kind = 'member_init'  # `y_{x}` in a constructor's initializer list
+      elif function_head:
+        kind = 'function'
+      elif _SCOPE_KEYWORD.search(head):
+        kind = 'scope'
+      else:
+        kind = 'initializer'
+      open_blocks.append((kind, line, ' '.join(head.split())))
+      if kind != 'member_init':  # the constructor's head goes on after it
+        head_start = i + 1
+    elif ch == '}':
+      kind, first, head = open_blocks.pop()
+      if kind == 'function':
+        yield head, first, line - first + 1
+      if kind != 'member_init':
+        head_start = i + 1
+    elif ch == ';':
+      head_start = i + 1
+
+
+def cpp_over_limit(text, where='<text>'):
+  return ['%s:%d %s (%d lines)' % (where, first, head[-60:], n)
+          for head, first, n in cpp_functions(text) if n > CPP_FUNCTION_LINES]
+
+
+def preemption_mentions(text, where='<text>'):
+  """'where:line' of each name, comment or docstring saying "preemption"
+  (string literals that are not docstrings are other programs' texts)."""
+  docstrings = set()
+  for node in ast.walk(ast.parse(text)):
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+      body = node.body
+      if body and isinstance(body[0], ast.Expr) and isinstance(
+          getattr(body[0], 'value', None), ast.Constant) and isinstance(body[0].value.value, str):
+        docstrings.add(body[0].lineno)
+  found = []
+  for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+    counted = tok.type in (tokenize.NAME, tokenize.COMMENT) or (
+        tok.type == tokenize.STRING and tok.start[0] in docstrings)
+    if counted and 'preemption' in tok.string.lower():
+      found.append('%s:%d' % (where, tok.start[0]))
+  return found
+
+
+def test_no_python_function_or_class_over_its_limit_without_a_reason():
+  found = [f for p in _package_files()
+           for f in python_over_limits(p.read_text(), p.relative_to(ROOT))]
+  assert not found, '\n'.join(found)
+
+
+def test_no_cpp_function_over_its_limit():
+  found = [f for p in _cpp_files() for f in cpp_over_limit(p.read_text(), p.relative_to(ROOT))]
+  assert not found, '\n'.join(found)
+
+
+def test_the_cpp_check_sees_every_kind_of_function():
+  """The matcher on the forms this tree uses, so a change of style that
+  hides functions from it fails here."""
+  body = '\n'.join('  x += %d;' % i for i in range(CPP_FUNCTION_LINES))
+  text = ('namespace a {\nnamespace {\n'
+          'int free_fn(int x) {\n%s\n  return x;\n}\n'
+          '}  // namespace\n'
+          'class C : public B {\n public:\n'
+          '  C(int x) : B(x), y_{x} {\n%s\n  }\n'
+          '  int method() const override {\n  auto f = [](int x) { return x; };\n%s\n'
+          '  return f(1);\n  }\n  std::vector<int> v_{1, 2};\n};\n'
+          'auto trailing(int x) -> int {\n%s\n  return x;\n}\n'
+          'const char* s = "}{";\n}  // namespace a\n') % (body, body, body, body)
+  heads = [head for head, _, n in cpp_functions(text) if n > CPP_FUNCTION_LINES]
+  assert heads == ['int free_fn(int x)', 'public: C(int x) : B(x), y_{x}',
+                   'int method() const override', 'auto trailing(int x) -> int'], heads
+  assert not cpp_over_limit('namespace a {\nint f() {\n  return 1;\n}\n}\n')
+
+
+def test_the_python_check_takes_a_stated_reason():
+  body = '\n'.join('  x = %d' % i for i in range(PYTHON_FUNCTION_LINES))
+  assert python_over_limits('def f():\n%s\n' % body, 'm.py') == ['m.py:1 function f (61 lines)']
+  assert not python_over_limits('def f():\n  """Over 60 lines: TF\'s signature."""\n%s\n' % body)
+
+
+@pytest.mark.parametrize('path', _package_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_preemption_is_named_only_by_its_policy_hook_and_owner(path):
+  if path.name in _PREEMPTION_OWNERS and path.parent == PACKAGE:
+    pytest.skip('%s owns the preemption feature' % path.name)
+  found = preemption_mentions(path.read_text(), path.relative_to(ROOT))
+  assert not found, '\n'.join(found)
+
+
+def test_the_preemption_check_reads_names_comments_and_docstrings():
+  text = ('"""About preemption."""\n'
+          'from fastmts import preemption\n'
+          "MESSAGE = 'This may be due to a preemption in a connected worker'\n"
+          'x = 1  # a Preemption record\n')
+  assert preemption_mentions(text, 'm.py') == ['m.py:1', 'm.py:2', 'm.py:4']
