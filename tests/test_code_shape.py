@@ -5,7 +5,7 @@ classes, and where the preemption feature may be named.
   unless its docstring gives the reason ("Over 60 lines: ...").
 - No C++ function over 80 lines in cpp/.
 - The word "preemption" only in the preemption policy (preemption.py,
-  session_preemption.py), its hook's entry in the native-runner registry,
+  _internal/session_preemption.py), its hook's entry in the native-runner registry,
   the session's ownership of them (monitored_session.py) and the public
   names (__init__.py); TF's own message texts quoted as string literals
   do not count.
@@ -30,7 +30,7 @@ CPP_FUNCTION_LINES = 80
 
 _PREEMPTION_OWNERS = {
     'preemption.py',  # the hook, its policy, record and error
-    'session_preemption.py',  # the session-level policy the layers ask
+    '_internal/session_preemption.py',  # the session-level policy the layers ask
     'monitored_session.py',  # the session's ownership of both
     'basic_session_run_hooks.py',  # the hook's entry in the native-runner registry
     '__init__.py',  # the public names
@@ -179,8 +179,8 @@ def test_the_python_check_takes_a_stated_reason():
 
 @pytest.mark.parametrize('path', _package_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_preemption_is_named_only_by_its_policy_hook_and_owner(path):
-  if path.name in _PREEMPTION_OWNERS and path.parent == PACKAGE:
-    pytest.skip('%s owns the preemption feature' % path.name)
+  if str(path.relative_to(PACKAGE)) in _PREEMPTION_OWNERS:
+    pytest.skip('%s owns the preemption feature' % path.relative_to(PACKAGE))
   found = preemption_mentions(path.read_text(), path.relative_to(ROOT))
   assert not found, '\n'.join(found)
 

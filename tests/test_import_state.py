@@ -344,7 +344,8 @@ def test_the_first_session_proves_the_handles_and_changes_nothing(fastmts, monke
   """An empty graph leaves the proof to a later session; the first graph
   with an op proves it, and neither creates, names nor counts anything."""
   del fastmts
-  from fastmts import _tensorflow, python_hooked_session  # pylint: disable=g-import-not-at-top
+  from fastmts import _tensorflow
+  from fastmts._internal import python_hooked_session  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(_tensorflow, '_handles_proven', False)
   empty = tf.Graph()
   with tf.compat.v1.Session(graph=empty) as sess:

@@ -5,7 +5,7 @@ Log formatters that print file:line (absl's prefix, a user's format with
 what a line of TF's does (CheckpointSaverHook's save lines, NanTensorHook's,
 the deprecation warning TF's MonitoredSession prints when it starts the
 queue runners, once per process), the record names TF's line
-(fastmts/tf_call_sites.py). Each side runs in a process of its own, since
+(fastmts/_internal/tf_call_sites.py). Each side runs in a process of its own, since
 TF prints a deprecation warning once per process.
 """
 

@@ -5,7 +5,7 @@
 
 namespace fastmts {
 
-// Adds StatusError (args: (TF error code, message); python/fastmts/errors.py
+// Adds StatusError (args: (TF error code, message); python/fastmts/_internal/errors.py
 // turns it into TF's tf.errors class) and translates the core's exceptions:
 // TFError to StatusError; FeedConflictError to RuntimeError and StoppedError
 // to RunAfterStopError (a RuntimeError subclass the session layers recognise

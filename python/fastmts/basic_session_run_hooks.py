@@ -16,16 +16,16 @@ from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
 from fastmts import _native
 from fastmts import _tensorflow
-from fastmts import async_checkpoint as async_checkpoint_lib
-from fastmts import fetches as fetches_lib
-from fastmts import checkpoint_saver
-from fastmts import class_identity
+from fastmts._internal import async_checkpoint as async_checkpoint_lib
+from fastmts._internal import fetches as fetches_lib
+from fastmts._internal import checkpoint_saver
+from fastmts._internal import class_identity
 from fastmts.file_formats import event_file_writer
 from fastmts import preemption
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues
-from fastmts.tf_call_sites import TFSite
+from fastmts._internal.tf_call_sites import TFSite
 
 StopAtStepHook = _tf_hooks.StopAtStepHook
 NanTensorHook = _tf_hooks.NanTensorHook
@@ -49,7 +49,7 @@ class CheckpointSaverHook(_tf_hooks.CheckpointSaverHook, metaclass=class_identit
     async_checkpoint: keyword only, default False. When True, a save only
       takes a snapshot of the saved variables at that step, and a native
       thread writes the checkpoint (the same files, TF's own save ops); see
-      fastmts/async_checkpoint.py for exactly where that differs.
+      fastmts/_internal/async_checkpoint.py for exactly where that differs.
 
   Its session-side methods are fastmts's (native graph.pbtxt, the meta graph
   exported once), whichever monitored session runs it.

@@ -1,7 +1,7 @@
 """The speed floor that benchmarks compare against."""
 from fastmts import _native
 from fastmts import _tensorflow
-from fastmts import fetches as fetches_lib
+from fastmts._internal import fetches as fetches_lib
 
 
 def native_floor_loop(tf_session, fetches, steps, reread=None, reread_period=100, reread_at=(),

@@ -22,8 +22,8 @@ from tensorflow.python.util import compat
 
 from fastmts import _native
 from fastmts import _tensorflow
-from fastmts import errors as fastmts_errors
-from fastmts import timeouts
+from fastmts._internal import errors as fastmts_errors
+from fastmts._internal import timeouts
 
 
 def error_codes_of(exception_types):

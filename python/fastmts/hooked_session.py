@@ -21,11 +21,11 @@ from tensorflow.core.protobuf import config_pb2
 from fastmts import _native
 from fastmts import _python_compat
 from fastmts import basic_session_run_hooks
-from fastmts import errors
-from fastmts import fetches as fetches_lib
+from fastmts._internal import errors
+from fastmts._internal import fetches as fetches_lib
 from fastmts import hook_costs
-from fastmts import python_hooked_session
-from fastmts import stock_hook_session
+from fastmts._internal import python_hooked_session
+from fastmts._internal import stock_hook_session
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunValues

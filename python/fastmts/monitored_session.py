@@ -21,20 +21,20 @@ from tensorflow.python.training import monitored_session as _tf_monitored_sessio
 from tensorflow.python.util import function_utils
 
 from fastmts import _native
-from fastmts import async_checkpoint as async_checkpoint_lib
+from fastmts._internal import async_checkpoint as async_checkpoint_lib
 from fastmts import basic_session_run_hooks as fastmts_hooks
-from fastmts import class_identity
-from fastmts import errors as fastmts_errors
-from fastmts import fetches as fetches_lib
+from fastmts._internal import class_identity
+from fastmts._internal import errors as fastmts_errors
+from fastmts._internal import fetches as fetches_lib
 from fastmts.file_formats import graph_events
 from fastmts import preemption as preemption_lib
 from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
 from fastmts.hooked_session import LoopProgress
-from fastmts import python_hooked_session
+from fastmts._internal import python_hooked_session
 from fastmts import queue_runner
 from fastmts import session_layers
-from fastmts import session_preemption
+from fastmts._internal import session_preemption
 from fastmts.queue_runner import QueueRunners
 from fastmts.recovery import RecoveryPolicy
 from fastmts.session_creators import ChiefSessionCreator

@@ -23,7 +23,7 @@ import types
 
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
-from fastmts import tf_namespaces
+from fastmts._internal import tf_namespaces
 
 # The public names fastmts provides in place of TF's. The stock hook classes
 # are TF's own (fastmts runs them natively), listed so that they resolve to

@@ -20,9 +20,9 @@ from tensorflow.python.training import queue_runner_impl as _tf_queue_runner
 
 from fastmts import _native
 from fastmts import _tensorflow
-from fastmts import timeouts
+from fastmts._internal import timeouts
 from fastmts.coordinator import error_codes_of
-from fastmts.tf_call_sites import TFSite
+from fastmts._internal.tf_call_sites import TFSite
 
 
 _TF_LOOP = ('_run', '_close_on_stop', 'create_threads')

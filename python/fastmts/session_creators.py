@@ -12,7 +12,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.training import monitored_session as _tf_monitored_session
 
 from fastmts import _tensorflow
-from fastmts import class_identity
+from fastmts._internal import class_identity
 from fastmts import session_manager
 
 ChiefSessionCreator = _tf_monitored_session.ChiefSessionCreator

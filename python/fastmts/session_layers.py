@@ -30,8 +30,8 @@ import time
 from tensorflow.python.framework import errors
 from tensorflow.python.platform import tf_logging as logging
 
-from fastmts import async_checkpoint as async_checkpoint_lib
-from fastmts import errors as fastmts_errors
+from fastmts._internal import async_checkpoint as async_checkpoint_lib
+from fastmts._internal import errors as fastmts_errors
 from fastmts import queue_runner
 
 # The errors that close the session and create a new one, as in TF.
@@ -95,7 +95,7 @@ class StopPolicy:
 
   def error_for_run_after_stop(self, error):
     """The error a run refused after the stop raises instead of `error`
-    (fastmts.errors.RunAfterStopError), or None to raise TF's."""
+    (fastmts._internal.errors.RunAfterStopError), or None to raise TF's."""
     del error
 
   def before_close(self):

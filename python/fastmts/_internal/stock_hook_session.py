@@ -8,7 +8,7 @@ Feeds, options and everything else are the raw session's own.
 """
 from tensorflow.python.client import session as session_lib
 
-from fastmts import errors
+from fastmts._internal import errors
 
 
 class StockHookSession(session_lib.SessionInterface):

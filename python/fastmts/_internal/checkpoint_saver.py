@@ -39,7 +39,7 @@ from fastmts import _tensorflow
 from fastmts.file_formats import event_file_writer
 from fastmts.file_formats import graph_events
 from fastmts.file_formats import graph_io
-from fastmts.tf_call_sites import TFSite
+from fastmts._internal.tf_call_sites import TFSite
 
 # The log lines of TF's CheckpointSaverHook._save, logged from its lines.
 _SAVE = _tf_hooks.CheckpointSaverHook._save  # pylint: disable=protected-access

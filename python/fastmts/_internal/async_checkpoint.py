@@ -47,9 +47,9 @@ from tensorflow.python.training import saver as saver_lib
 
 from fastmts import _native
 from fastmts import _tensorflow
-from fastmts import checkpoint_saver
-from fastmts import errors
-from fastmts import python_hooked_session
+from fastmts._internal import checkpoint_saver
+from fastmts._internal import errors
+from fastmts._internal import python_hooked_session
 
 # Every writer alive, so that closing a session and leaving the interpreter
 # wait for the writes that run on it.

@@ -16,7 +16,7 @@ from tensorflow.python.client import session as session_lib
 from tensorflow.python.training import monitored_session as _tf_monitored_session
 
 from fastmts import _tensorflow
-from fastmts import errors
+from fastmts._internal import errors
 
 
 def runs_natively(sess):
