@@ -268,6 +268,34 @@ def test_native_full_trace_merges_into_the_steps_options(check):
        (3, 5000), (3, 5000)], (3, 5000)))
 
 
+def test_native_full_trace_merges_into_the_callers_options_without_python_hooks(check):
+  """With only stock hooks (the whole step native), a ProfilerHook's
+  FULL_TRACE reaches the caller's own RunOptions object on exactly the steps
+  it traces (those whose timeline-N.json it writes), as TF's merge leaves it.
+  Which steps those are depends on whether the step's global-step fetch read
+  the increment, on both sides, so the steps are matched to the files."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      gs = v1.train.get_or_create_global_step()
+      step = v1.assign_add(gs, 1)
+      hooks = [v1.train.ProfilerHook(save_steps=3, output_dir=workdir),
+               v1.train.StopAtStepHook(last_step=100)]
+      traced_steps = set()
+      with impl.MonitoredSession(hooks=hooks) as sess:
+        for i in range(7):
+          opts = v1.RunOptions(timeout_in_ms=100)
+          sess.run(step, options=opts)
+          assert opts.timeout_in_ms == 100
+          if opts.trace_level == v1.RunOptions.FULL_TRACE:
+            traced_steps.add(i + 1)  # the global step after this run
+    timelines = {int(name[len('timeline-'):-len('.json')]) for name in os.listdir(workdir)
+                 if name.startswith('timeline-')}
+    return len(traced_steps) >= 2, traced_steps == timelines
+
+  check(scenario, expected=(True, True))
+
+
 def test_caller_run_options_without_hooks(check):
 
   def scenario(impl, workdir):

@@ -31,8 +31,8 @@ void check_attached(const HookedSession& session) {
   if (!session.attached()) throw std::logic_error("fastmts: run on a detached session");
 }
 
-// One step with hooks: (outputs, serialized RunMetadata or None).
-// `step_state` is the Python hooks' state for this step (None: no Python
+// One step with hooks: (outputs, serialized RunMetadata or None, whether a
+// native hook traced the step in full). `step_state` is the Python hooks' state for this step (None: no Python
 // hooks). The GIL stays held for the hooks; the core gives it up around TF
 // calls.
 py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan,
@@ -44,7 +44,7 @@ py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan
   take_python_stop_request(session, step_state);
   py::object metadata = result.run_metadata.empty() ? py::object(py::none())
                                                     : py::object(py::bytes(result.run_metadata));
-  return py::make_tuple(outputs_to_python(result.outputs), metadata);
+  return py::make_tuple(outputs_to_python(result.outputs), metadata, result.hooks_traced);
 }
 
 // Steps in C++ until stop, max_steps or an error. `make_state` (None when

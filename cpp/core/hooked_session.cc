@@ -246,6 +246,7 @@ void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller
       for (size_t i : fetches->where[n]) result->outputs.push_back(merged.outputs[i]);
     result->run_metadata.swap(merged.run_metadata);
   }
+  result->hooks_traced = hooks_asked.full_trace;
 }
 
 }  // namespace fastmts

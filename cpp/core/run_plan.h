@@ -66,6 +66,8 @@ extern const std::string kRunInCallerThread;
 struct RunResult {
   std::vector<SharedTensor> outputs;  // one per plan fetch
   std::string run_metadata;           // serialized RunMetadata, if asked for
+  // A hook asked for a full trace: TF merges it into the caller's RunOptions.
+  bool hooks_traced = false;
 };
 
 inline bool same_output(const TF_Output& a, const TF_Output& b) {

@@ -328,8 +328,11 @@ class HookedSession:
       state = self.step_state(fetches, feed_dict, options, run_metadata)
       serialized_options = state.options.SerializeToString()
     with self._tf_errors():
-      outputs, metadata = self._native.run(plan.native, feed_plan, values, serialized_options,
-                                           run_metadata is not None, state)
+      outputs, metadata, traced = self._native.run(plan.native, feed_plan, values,
+                                                   serialized_options, run_metadata is not None,
+                                                   state)
+    if traced and state is None and options is not None:
+      merge_run_options(options, _FULL_TRACE)  # TF merges into the caller's object
     if run_metadata is not None and (state is None or not state.metadata_parsed):
       run_metadata.ParseFromString(metadata or b'')  # as TF, whatever run_metadata is
     return plan.build(outputs)
