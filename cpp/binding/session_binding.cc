@@ -32,9 +32,9 @@ void check_attached(const HookedSession& session) {
 }
 
 // One step with hooks: (outputs, serialized RunMetadata or None, whether a
-// native hook traced the step in full). `step_state` is the Python hooks' state for this step (None: no Python
-// hooks). The GIL stays held for the hooks; the core gives it up around TF
-// calls.
+// native hook traced the step in full). `step_state` is the Python hooks'
+// state for this step (None: no Python hooks). The GIL stays held for the
+// hooks; the core gives it up around TF calls.
 py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan,
                    py::handle feed_values, py::handle run_options, bool want_metadata,
                    py::object step_state) {
