@@ -25,6 +25,7 @@ from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
 from fastmts import _tensorflow
 from fastmts.file_formats import event_file_writer
+from fastmts.file_formats import graph_files
 
 _Transformer = _tf_writer.SummaryToEventTransformer
 # The methods TF's add_graph(graph) runs; a subclass overriding any of them
@@ -51,10 +52,36 @@ def add_graph(writer, graph, graph_def):
   event_file_writer.add_graph_def(writer, graph_def)
 
 
+def reserve_graph(writer, graph):
+  """The first half of add_graph(writer, graph, graph_def), in the caller:
+  the plugin assets written and the graph record's place reserved (a
+  _native.PendingEvent to fill with the GraphDef's bytes). None when the
+  record cannot be reserved: add_graph then."""
+  if not _writes_as_tf(writer):
+    return None
+  record = event_file_writer.reserve(writer, event_file_writer.GRAPH_DEF)
+  if record is None:
+    return None
+  try:
+    writer._write_plugin_assets(graph)  # pylint: disable=protected-access
+  except BaseException:
+    record.drop()
+    raise
+  return record
+
+
+def fill_record(record, message):
+  """The second half of a reserved record, in the background: `message`
+  serialized as TF's _add_event serializes it, into its place."""
+  record.fill(message.SerializeToString())
+
+
 def _new_file_writer(logdir, graph):
   """FileWriter(logdir, graph=graph): the writer (its event file and the
   file-version record), then the graph and the meta graph records, as TF's
-  constructor writes them, from one GraphDef."""
+  constructor writes them, from one GraphDef: taken from the graph now, the
+  records' places reserved, serialized and written in the background
+  (graph_files)."""
   writer = _tf_writer.FileWriter(logdir)
   if not _writes_as_tf(writer):  # not reached with TF's FileWriter
     writer.add_graph(graph)
@@ -62,8 +89,28 @@ def _new_file_writer(logdir, graph):
         graph_def=graph.as_graph_def(add_shapes=True)))
     return writer
   graph_def = graph.as_graph_def(add_shapes=True)
-  add_graph(writer, graph, graph_def)
-  event_file_writer.add_meta_graph(writer, meta_graph.create_meta_graph_def(graph_def=graph_def))
+  graph_record = reserve_graph(writer, graph)
+  if graph_record is None:
+    add_graph(writer, graph, graph_def)
+    event_file_writer.add_meta_graph(writer, meta_graph.create_meta_graph_def(graph_def=graph_def))
+    return writer
+  meta_record = None
+  try:
+    meta_record = event_file_writer.reserve(writer, event_file_writer.META_GRAPH_DEF)
+    # The collections as they are now: built here, serialized later.
+    meta_graph_def = meta_graph.create_meta_graph_def(graph_def=graph_def)
+  except BaseException:
+    graph_record.drop()
+    if meta_record is not None:
+      meta_record.drop()
+    raise
+  batch = graph_files.Batch()
+  batch.add(lambda: fill_record(graph_record, graph_def), graph_record.drop)
+  if meta_record is None:  # closed meanwhile: TF's call says so
+    batch.add(lambda: writer.add_meta_graph(meta_graph_def))
+  else:
+    batch.add(lambda: fill_record(meta_record, meta_graph_def), meta_record.drop)
+  batch.end()
   return writer
 
 
