@@ -125,9 +125,8 @@ def _start_in_background(hook, session, graph, graph_def):
   if not _in_background_as_tf(hook, session, graph):
     return False
   saver = hook._get_saver()
-  meta_graph_def = meta_graph.create_meta_graph_def(graph_def=graph_def,
-                                                    saver_def=saver.saver_def)
-  if not _built_quietly(graph, meta_graph_def):
+  shell = graph_events.meta_graph_shell(graph_def, saver_def=saver.saver_def)
+  if not _built_quietly(graph, shell):
     return False
   pbtxt = graph_io.open_file(hook._checkpoint_dir, 'graph.pbtxt')
   if pbtxt is None:
@@ -142,25 +141,22 @@ def _start_in_background(hook, session, graph, graph_def):
     return False
   fingerprint = _fingerprint(graph, saver)
   batch = graph_files.Batch()
-  batch.add(lambda: _write_graph_files(graph_def, graph_record, pbtxt),
-            lambda: (graph_record.drop(), pbtxt.abort()))
 
-  def meta_record_job():
-    serialized = _tensorflow.serialize_as_write_graph(meta_graph_def)
-    meta_record.fill(serialized)
-    _meta_graphs[hook] = (fingerprint, serialized)
+  def graph_files_job():
+    # One serialization of the GraphDef for graph.pbtxt and both records
+    # (deterministic: one of the serializations TF's may give, the same
+    # messages), its text streamed to the file after the records.
+    serialized = graph_def.SerializePartialToString(deterministic=True)
+    graph_record.fill(serialized)
+    meta = graph_events.meta_graph_bytes(shell, serialized)
+    meta_record.fill(meta)
+    _meta_graphs[hook] = (fingerprint, meta)
+    del meta
+    graph_io.write_text(pbtxt, graph_def, serialized)
 
-  batch.add(meta_record_job, meta_record.drop)
+  batch.add(graph_files_job, lambda: (graph_record.drop(), meta_record.drop(), pbtxt.abort()))
   _first_meta[hook] = lambda checkpoint_file: _first_meta_file(batch, hook, checkpoint_file)
   return True
-
-
-def _write_graph_files(graph_def, graph_record, pbtxt):
-  """graph.pbtxt and the graph record from one serialization (the record's
-  bytes are one of the serializations TF's may give: the same message)."""
-  serialized = graph_def.SerializePartialToString(deterministic=True)
-  graph_record.fill(serialized)
-  graph_io.write_text(pbtxt, graph_def, serialized)
 
 
 def _first_meta_file(batch, hook, checkpoint_file):

@@ -17,6 +17,8 @@ fastmts runs on) and lean on two of its private methods,
 (_tensorflow.FILE_WRITER_ADDS_GRAPH_IN_PARTS). A writer whose class overrides any of the methods
 involved, or a FileWriterCache someone replaced, gets TF's own calls.
 """
+from tensorflow.core.framework import graph_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.summary.writer import writer as _tf_writer
@@ -70,10 +72,52 @@ def reserve_graph(writer, graph):
   return record
 
 
-def fill_record(record, message):
-  """The second half of a reserved record, in the background: `message`
-  serialized as TF's _add_event serializes it, into its place."""
-  record.fill(message.SerializeToString())
+def meta_graph_shell(graph_def, saver_def=None):
+  """create_meta_graph_def(graph_def=graph_def, saver_def=saver_def) of the
+  default graph as it is now, without its graph_def (MetaGraphDef field 2):
+  the rest (the stripped op list, from graph_def; the SaverDef; the
+  collections) is built now, and graph_def's bytes go in later
+  (meta_graph_bytes), without a copy of graph_def."""
+  meta_info_def = meta_graph_pb2.MetaGraphDef.MetaInfoDef()
+  meta_info_def.stripped_op_list.MergeFrom(meta_graph.stripped_op_list_for_graph(graph_def))
+  shell = meta_graph.create_meta_graph_def(
+      meta_info_def=meta_info_def, graph_def=graph_pb2.GraphDef(versions=graph_def.versions),
+      saver_def=saver_def)
+  shell.ClearField('graph_def')
+  return shell
+
+
+def meta_graph_bytes(shell, graph_def_bytes):
+  """The bytes of `shell` (meta_graph_shell) with the GraphDef whose bytes
+  are `graph_def_bytes` in its place, serialized as TF's write_graph
+  serializes the whole (fields in number order: the GraphDef, field 2, after
+  the MetaInfoDef, field 1)."""
+  rest = _tensorflow.serialize_as_write_graph(shell)
+  end = 0
+  if rest[:1] == b'\x0a':  # meta_info_def: its tag, its length, its bytes
+    length, end = _read_varint(rest, 1)
+    end += length
+  return b''.join((rest[:end], b'\x12', _varint(len(graph_def_bytes)), graph_def_bytes, rest[end:]))
+
+
+def _varint(value):
+  out = bytearray()
+  while value >= 0x80:
+    out.append((value & 0x7f) | 0x80)
+    value >>= 7
+  out.append(value)
+  return bytes(out)
+
+
+def _read_varint(data, pos):
+  value = shift = 0
+  while True:
+    byte = data[pos]
+    pos += 1
+    value |= (byte & 0x7f) << shift
+    shift += 7
+    if byte < 0x80:
+      return value, pos
 
 
 def _new_file_writer(logdir, graph):
@@ -97,19 +141,23 @@ def _new_file_writer(logdir, graph):
   meta_record = None
   try:
     meta_record = event_file_writer.reserve(writer, event_file_writer.META_GRAPH_DEF)
+    if meta_record is None:
+      raise RuntimeError('not reached: the writer was open a moment ago')
     # The collections as they are now: built here, serialized later.
-    meta_graph_def = meta_graph.create_meta_graph_def(graph_def=graph_def)
+    shell = meta_graph_shell(graph_def)
   except BaseException:
     graph_record.drop()
     if meta_record is not None:
       meta_record.drop()
     raise
   batch = graph_files.Batch()
-  batch.add(lambda: fill_record(graph_record, graph_def), graph_record.drop)
-  if meta_record is None:  # closed meanwhile: TF's call says so
-    batch.add(lambda: writer.add_meta_graph(meta_graph_def))
-  else:
-    batch.add(lambda: fill_record(meta_record, meta_graph_def), meta_record.drop)
+
+  def fill_both():
+    serialized = graph_def.SerializePartialToString(deterministic=True)
+    graph_record.fill(serialized)
+    meta_record.fill(meta_graph_bytes(shell, serialized))
+
+  batch.add(fill_both, lambda: (graph_record.drop(), meta_record.drop()))
   batch.end()
   return writer
 

@@ -21,6 +21,7 @@ serializing, printing the text and writing. So:
 - an error met in the background is raised by the next of those waits
   (`wait_all`), not lost.
 """
+import os
 import queue
 import threading
 
@@ -52,6 +53,7 @@ class Batch:
     self._jobs.put(None)
 
   def _run(self):
+    _yield_to_training()
     failed = False
     while True:
       job = self._jobs.get()
@@ -75,6 +77,15 @@ class Batch:
 
   def join(self):
     self._thread.join()
+
+
+def _yield_to_training():
+  """The calling thread (Linux: a thread's own nice value) gives way to the
+  training thread when both want a core: the files are not what a step waits for."""
+  try:
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+  except (AttributeError, OSError):
+    pass
 
 
 def wait_all():
