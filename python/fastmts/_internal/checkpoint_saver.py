@@ -73,7 +73,8 @@ def after_create_session(hook, session):
   graph = ops.get_default_graph()
   once = graph.finalized
   graph_def = graph.as_graph_def(add_shapes=True)
-  if _start_in_background(hook, session, graph, graph_def):
+  started = _start_in_background(hook, session, graph, graph_def)
+  if started is True:
     try:
       save(hook, session, global_step, first=True)
     finally:
@@ -88,7 +89,11 @@ def after_create_session(hook, session):
       graph_def = graph.as_graph_def(add_shapes=True)
   saver = hook._get_saver()
   saver_def = saver.saver_def if saver else None
-  meta_graph_def = meta_graph.create_meta_graph_def(graph_def=graph_def, saver_def=saver_def)
+  if started is False:
+    meta_graph_def = meta_graph.create_meta_graph_def(graph_def=graph_def, saver_def=saver_def)
+  else:  # built already (its warnings logged): the shell and the GraphDef
+    meta_graph_def = started
+    meta_graph_def.graph_def.CopyFrom(graph_def)
   if once:
     graph_events.add_graph(hook._summary_writer, graph, graph_def)
   else:
@@ -120,14 +125,15 @@ def _start_in_background(hook, session, graph, graph_def):
   files opened and the records' places reserved here, where TF would fail;
   their bytes serialized, printed and written by a graph_files.Batch. The
   first save's .meta follows in the same batch (_first_meta). False, with
-  nothing done, where that cannot be exactly TF's."""
+  nothing done, where that cannot be exactly TF's; or, when the meta graph
+  record was built but cannot be reused, that record without its GraphDef."""
   # pylint: disable=protected-access
   if not _in_background_as_tf(hook, session, graph):
     return False
   saver = hook._get_saver()
   shell = graph_events.meta_graph_shell(graph_def, saver_def=saver.saver_def)
   if not _built_quietly(graph, shell):
-    return False
+    return shell
   pbtxt = graph_io.open_file(hook._checkpoint_dir, 'graph.pbtxt')
   if pbtxt is None:
     return False
