@@ -132,8 +132,11 @@ def open_file(logdir, name):
     return None
   if not (_tensorflow.WRITE_GRAPH_CHECKS_FILE_EXISTS and file_io.file_exists(logdir)):
     file_io.recursive_create_dir(logdir)
+  path = os.path.join(logdir, name)
+  if os.path.isdir(path):  # the rename would fail: TF's write fails now, with its error
+    return None
   try:
-    return _native.AtomicFile(os.path.join(logdir, name))
+    return _native.AtomicFile(path)
   except OSError:
     return None
 
