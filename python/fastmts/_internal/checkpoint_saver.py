@@ -75,6 +75,7 @@ def after_create_session(hook, session):
   graph_def = graph.as_graph_def(add_shapes=True)
   started = _start_in_background(hook, session, graph, graph_def)
   if started is True:
+    del graph_def  # the background's now
     try:
       save(hook, session, global_step, first=True)
     finally:
@@ -147,18 +148,19 @@ def _start_in_background(hook, session, graph, graph_def):
     return False
   fingerprint = _fingerprint(graph, saver)
   batch = graph_files.Batch()
+  held = [graph_def]  # let go of as soon as serialized (the caller's too)
 
   def graph_files_job():
     # One serialization of the GraphDef for graph.pbtxt and both records
     # (deterministic: one of the serializations TF's may give, the same
     # messages), its text streamed to the file after the records.
-    serialized = graph_def.SerializePartialToString(deterministic=True)
+    serialized = held.pop().SerializePartialToString(deterministic=True)
     graph_record.fill(serialized)
     meta = graph_events.meta_graph_bytes(shell, serialized)
     meta_record.fill(meta)
     _meta_graphs[hook] = (fingerprint, meta)
     del meta
-    graph_io.write_text(pbtxt, graph_def, serialized)
+    graph_io.write_text(pbtxt, serialized)
 
   batch.add(graph_files_job, lambda: (graph_record.drop(), meta_record.drop(), pbtxt.abort()))
   _first_meta[hook] = lambda checkpoint_file: _first_meta_file(batch, hook, checkpoint_file)

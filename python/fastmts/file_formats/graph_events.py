@@ -151,9 +151,11 @@ def _new_file_writer(logdir, graph):
       meta_record.drop()
     raise
   batch = graph_files.Batch()
+  held = [graph_def]  # let go of as soon as serialized
+  del graph_def
 
   def fill_both():
-    serialized = graph_def.SerializePartialToString(deterministic=True)
+    serialized = held.pop().SerializePartialToString(deterministic=True)
     graph_record.fill(serialized)
     meta_record.fill(meta_graph_bytes(shell, serialized))
 

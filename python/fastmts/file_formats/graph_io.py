@@ -16,6 +16,7 @@ from fastmts import _native
 from fastmts import _tensorflow
 from fastmts.file_formats import text_format_schema
 from tensorflow.core.framework import attr_value_pb2
+from tensorflow.core.framework import graph_pb2
 from tensorflow.core.framework import node_def_pb2
 from tensorflow.core.framework import tensor_pb2
 from tensorflow.python.framework import graph_io as _tf_graph_io
@@ -146,12 +147,13 @@ def _is_local(logdir):
   return '://' not in logdir
 
 
-def write_text(file, graph_def, serialized):
-  """The second half, in any thread: graph_def's text as write_graph(as_text=True)
-  prints it, streamed into `file` (from open_file) and committed.
-  `serialized`: graph_def.SerializePartialToString(deterministic=True)."""
+def write_text(file, serialized):
+  """The second half, in any thread: the text of the GraphDef whose bytes
+  are `serialized` (its SerializePartialToString(deterministic=True)) as
+  write_graph(as_text=True) prints it, streamed into `file` (from
+  open_file) and committed."""
   float_format = _TF_FLOAT_FORMAT
-  schema = (text_format_schema.native_schema(graph_def.DESCRIPTOR)
+  schema = (text_format_schema.native_schema(graph_pb2.GraphDef.DESCRIPTOR)
             if float_format in _NATIVE_FLOAT_FORMATS else None)
   if schema is not None:
     try:
@@ -161,7 +163,8 @@ def write_text(file, graph_def, serialized):
     except ValueError:  # what the native printer does not reproduce: text_format's text
       file.abort()
       file = _native.AtomicFile(file.path)
-  file.write(message_to_text(graph_def, float_format).encode('utf-8'))
+  text = message_to_text(graph_pb2.GraphDef.FromString(serialized), float_format)
+  file.write(text.encode('utf-8'))
   file.commit()
 
 
