@@ -134,6 +134,22 @@ void register_pending_event(py::module_& m) {
       .def("drop", [](PendingEvent& p) { p.writer->drop_serialized(p.reserved); });
 }
 
+void register_seen_summary_tags(py::module_& m) {
+  py::class_<SeenSummaryTags, std::shared_ptr<SeenSummaryTags>>(m, "SeenSummaryTags")
+      .def(py::init<>())
+      .def("__contains__", &SeenSummaryTags::contains, py::arg("tag"))
+      .def("add", &SeenSummaryTags::add, py::arg("tag"))
+      .def("all", &SeenSummaryTags::all)
+      .def(
+          "strip_repeated_metadata",
+          [](SeenSummaryTags& tags, const py::bytes& summary) -> py::object {
+            auto out = tags.strip_repeated_metadata({view_of(summary)});
+            if (!out) return py::none();
+            return py::bytes(out->at(0));
+          },
+          py::arg("summary"));
+}
+
 }  // namespace
 
 void register_event_file(py::module_& m) {
@@ -163,19 +179,7 @@ void register_event_file(py::module_& m) {
       .def_property_readonly("closed", &EventWriter::closed)
       .def_property_readonly("filename", &EventWriter::filename);
 
-  py::class_<SeenSummaryTags, std::shared_ptr<SeenSummaryTags>>(m, "SeenSummaryTags")
-      .def(py::init<>())
-      .def("__contains__", &SeenSummaryTags::contains, py::arg("tag"))
-      .def("add", &SeenSummaryTags::add, py::arg("tag"))
-      .def("all", &SeenSummaryTags::all)
-      .def(
-          "strip_repeated_metadata",
-          [](SeenSummaryTags& tags, const py::bytes& summary) -> py::object {
-            auto out = tags.strip_repeated_metadata({view_of(summary)});
-            if (!out) return py::none();
-            return py::bytes(out->at(0));
-          },
-          py::arg("summary"));
+  register_seen_summary_tags(m);
 
   py::class_<SummaryWriter, std::shared_ptr<SummaryWriter>>(m, "SummaryWriter")
       .def(py::init<std::shared_ptr<EventWriter>, std::shared_ptr<SeenSummaryTags>>(),

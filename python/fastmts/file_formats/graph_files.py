@@ -46,6 +46,7 @@ class Batch:
       _batches.append(self)
 
   def add(self, run, give_up=None):
+    """Queues a job, to run after those added before."""
     self._jobs.put((run, give_up))
 
   def end(self):
@@ -76,6 +77,7 @@ class Batch:
           logging.exception('fastmts: giving up a graph file failed')
 
   def join(self):
+    """Returns once the thread ended (end() called, the jobs done)."""
     self._thread.join()
 
 
