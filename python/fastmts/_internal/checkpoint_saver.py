@@ -129,7 +129,7 @@ def _start_in_background(hook, session, graph, graph_def):
   nothing done, where that cannot be exactly TF's; or, when the meta graph
   record was built but cannot be reused, that record without its GraphDef."""
   # pylint: disable=protected-access
-  if not _in_background_as_tf(hook, session, graph):
+  if not _in_background_as_tf(hook, session, graph) or not graph_files.worth_it(graph_def):
     return False
   saver = hook._get_saver()
   shell = graph_events.meta_graph_shell(graph_def, saver_def=saver.saver_def)

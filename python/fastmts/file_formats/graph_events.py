@@ -133,7 +133,7 @@ def _new_file_writer(logdir, graph):
         graph_def=graph.as_graph_def(add_shapes=True)))
     return writer
   graph_def = graph.as_graph_def(add_shapes=True)
-  graph_record = reserve_graph(writer, graph)
+  graph_record = reserve_graph(writer, graph) if graph_files.worth_it(graph_def) else None
   if graph_record is None:
     add_graph(writer, graph, graph_def)
     event_file_writer.add_meta_graph(writer, meta_graph.create_meta_graph_def(graph_def=graph_def))

@@ -27,6 +27,12 @@ import threading
 
 from tensorflow.python.platform import tf_logging as logging
 
+# A GraphDef smaller than this (serialized) has its files written in place,
+# as TF writes them: on a 7,000-op graph (2 MB) they take some 0.1 s, which a
+# thread competing for the GIL with the first steps would not save. Tests
+# set it to 0, so that every graph takes the background path.
+MIN_BYTES = 8 << 20
+
 _lock = threading.Lock()
 _batches = []  # started and not waited for yet
 _errors = []  # met in the background, not raised yet
@@ -88,6 +94,11 @@ def _yield_to_training():
     os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
   except (AttributeError, OSError):
     pass
+
+
+def worth_it(graph_def):
+  """Whether graph_def's files are large enough to write in the background."""
+  return graph_def.ByteSize() >= MIN_BYTES
 
 
 def wait_all():
