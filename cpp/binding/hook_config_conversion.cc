@@ -30,6 +30,11 @@ py::object to_python(const std::vector<StepCounterHook::StepRate>& rates) {
   return std::move(out);
 }
 
+std::string registered_type_name(const std::type_info& type) {
+  const py::detail::type_info* info = py::detail::get_type_info(type);
+  return info ? std::string(info->type->tp_name) : "object";
+}
+
 void require_callable(py::handle value) {
   if (!PyCallable_Check(value.ptr()))
     throw py::type_error("expected a callable, got " + std::string(py::str(py::type::of(value))));

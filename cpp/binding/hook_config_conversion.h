@@ -15,6 +15,7 @@
 //   anything else            pybind11's cast (numbers, bool, str, the
 //                            registered classes: RunPlan, CheckpointWriter,
 //                            SummaryWriter)
+// Each also says how the stubs annotate it (python_annotation<T>()).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -23,7 +24,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <memory>
 #include <string>
+#include <typeinfo>
 #include <type_traits>
 #include <vector>
 
@@ -50,29 +53,53 @@ pybind11::object to_python(const std::vector<StepCounterHook::StepRate>& rates);
 // Raises TypeError unless `value` is callable.
 void require_callable(pybind11::handle value);
 
+// The Python type name of a registered class (as pybind11 prints it).
+std::string registered_type_name(const std::type_info& type);
+
 template <typename T>
 struct FromPython {
+  static constexpr bool kByPybind11 = true;  // a method may take it as pybind11 does
   static T convert(pybind11::handle value) { return value.cast<T>(); }
+  static std::string annotation() {
+    if constexpr (std::is_same_v<T, bool>) return "bool";
+    else if constexpr (std::is_integral_v<T>) return "int";
+    else if constexpr (std::is_floating_point_v<T>) return "float";
+    else if constexpr (std::is_same_v<T, std::string>) return "str";
+    else return "object";
+  }
+};
+
+template <typename X>
+struct FromPython<std::shared_ptr<X>> {
+  static constexpr bool kByPybind11 = true;
+  static std::shared_ptr<X> convert(pybind11::handle value) {
+    return value.cast<std::shared_ptr<X>>();
+  }
+  static std::string annotation() { return registered_type_name(typeid(std::remove_const_t<X>)); }
 };
 
 template <>
 struct FromPython<TF_Output> {
   static TF_Output convert(pybind11::handle value);
+  static std::string annotation() { return "tuple[object, int]"; }
 };
 
 template <>
 struct FromPython<SecondOrStepTimer> {
   static SecondOrStepTimer convert(pybind11::handle value);
+  static std::string annotation() { return "tuple[float | None, float | None, bool]"; }
 };
 
 template <>
 struct FromPython<InfoEnabledCheck> {
   static InfoEnabledCheck convert(pybind11::handle logger);
+  static std::string annotation() { return "object"; }  // a logging.Logger
 };
 
 template <>
 struct FromPython<RunRequestFill> {
   static RunRequestFill convert(pybind11::handle feeds);
+  static std::string annotation() { return "collections.abc.Callable"; }
 };
 
 template <typename T>
@@ -81,10 +108,12 @@ struct FromPython<std::optional<T>> {
     if (value.is_none()) return std::nullopt;
     return FromPython<T>::convert(value);
   }
+  static std::string annotation() { return FromPython<T>::annotation() + " | None"; }
 };
 
 template <typename R, typename... Args>
 struct FromPython<std::function<R(Args...)>> {
+  static std::string annotation() { return "collections.abc.Callable"; }
   static std::function<R(Args...)> convert(pybind11::handle value) {
     require_callable(value);
     return holding_gil([fn = pybind11::reinterpret_borrow<pybind11::object>(value)](
@@ -102,5 +131,17 @@ template <typename T>
 T from_python(pybind11::handle value) {
   return FromPython<T>::convert(value);
 }
+
+template <typename T>
+std::string python_annotation() {
+  return FromPython<T>::annotation();
+}
+
+// Whether pybind11 converts T as from_python<T> does (then a method's
+// parameter is T itself, and its signature names T's Python type).
+template <typename T, typename = void>
+struct ByPybind11 : std::false_type {};
+template <typename T>
+struct ByPybind11<T, std::void_t<decltype(FromPython<T>::kByPybind11)>> : std::true_type {};
 
 }  // namespace fastmts

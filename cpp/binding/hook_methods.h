@@ -4,7 +4,7 @@
 //   - a keyword-only __init__(**kwargs): each keyword one of H::Config::fields()
 //     (an unknown one, or a required one missing, is a TypeError naming it, as
 //     Python words it), converted by its type (hook_config_conversion.h);
-//   - `config_fields`, a class attribute: (keyword, required) pairs, in order
+//   - `config_fields`, a class attribute: (keyword, annotation, required), in order
 //     (what .ci/native_stubs.py lists as __init__'s keywords);
 //   - H::properties() and H::methods(), where H declares them;
 //   - timer_state / set_timer_state when H has a timer(): the timer TF's hook
@@ -33,22 +33,43 @@
 
 namespace fastmts {
 
+// One keyword of a hook's __init__: its name, how the stubs annotate it,
+// whether it must be given.
+struct ConfigKeyword {
+  std::string name;
+  std::string annotation;
+  bool required;
+};
+
 // The keyword check of a hook's __init__: TypeError for a keyword not in
-// `fields` ((name, required) pairs) or a required one missing.
+// `fields` or a required one missing.
 void check_hook_keywords(const char* hook, const pybind11::kwargs& kwargs,
-                         const std::vector<std::pair<std::string, bool>>& fields);
+                         const std::vector<ConfigKeyword>& fields);
+
+// `config_fields`: (name, annotation, required) tuples.
+pybind11::tuple config_fields_to_python(const std::vector<ConfigKeyword>& fields);
 
 // `error` (a TypeError or a failed cast) raised again as a TypeError that
 // names the hook and the keyword.
 [[noreturn]] void raise_keyword_error(const char* hook, const char* keyword,
                                       const std::exception& error);
 
+template <typename T>
+struct ByNone : std::false_type {};  // whether T's own annotation says None
+template <typename T>
+struct ByNone<std::optional<T>> : std::true_type {};
+
+template <typename Config, typename T>
+ConfigKeyword config_keyword(const HookField<Config, T>& f) {
+  std::string annotation = python_annotation<T>();
+  if (!f.required && !ByNone<T>::value) annotation += " | None";  // an optional field may be None
+  return {f.name, annotation, f.required};
+}
+
 template <typename Config>
-std::vector<std::pair<std::string, bool>> config_fields() {
+std::vector<ConfigKeyword> config_fields() {
   return std::apply(
-      [](const auto&... f) {
-        return std::vector<std::pair<std::string, bool>>{{f.name, f.required}...};
-      },
+      [](const auto&... f) { return std::vector<ConfigKeyword>{config_keyword(f)...}; },
       Config::fields());
 }
 
@@ -107,8 +128,21 @@ void add_property(HookClass<H>& cls, const HookProperty<Getter, Setter>& p) {
   }
 }
 
-template <typename>
-using PyObjectFor = pybind11::object;
+// A method's parameter as pybind11 takes it: the C++ type where pybind11
+// converts it as from_python does (so its signature names the type), else
+// the Python object, converted here.
+template <typename T>
+using MethodParam = std::conditional_t<ByPybind11<std::decay_t<T>>::value, std::decay_t<T>,
+                                       pybind11::object>;
+
+template <typename T>
+std::decay_t<T> method_arg(MethodParam<T>&& value) {
+  if constexpr (ByPybind11<std::decay_t<T>>::value) {
+    return std::move(value);
+  } else {
+    return from_python<std::decay_t<T>>(value);
+  }
+}
 
 template <typename H, typename C, typename... Args, std::size_t N, std::size_t... I>
 void add_method(HookClass<H>& cls, const char* name, void (C::*fn)(Args...),
@@ -116,8 +150,8 @@ void add_method(HookClass<H>& cls, const char* name, void (C::*fn)(Args...),
   static_assert(sizeof...(Args) == N, "one name per parameter");
   cls.def(
       name,
-      [fn](H& hook, PyObjectFor<Args>... values) {
-        (hook.*fn)(from_python<std::decay_t<Args>>(values)...);
+      [fn](H& hook, MethodParam<Args>... values) {
+        (hook.*fn)(method_arg<Args>(std::move(values))...);
       },
       pybind11::arg(params[I])...);
 }
@@ -149,7 +183,7 @@ void register_native_hook(pybind11::module_& m) {
   cls.def(pybind11::init([](const pybind11::kwargs& kwargs) {
     return std::make_shared<H>(config_from_kwargs<Config>(H::kName, kwargs));
   }));
-  cls.attr("config_fields") = pybind11::tuple(pybind11::cast(config_fields<Config>()));
+  cls.attr("config_fields") = config_fields_to_python(config_fields<Config>());
   if constexpr (HasProperties<H>::value)
     std::apply([&](const auto&... p) { (add_property(cls, p), ...); }, H::properties());
   if constexpr (HasMethods<H>::value)

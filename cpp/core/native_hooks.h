@@ -283,52 +283,6 @@ class StepCounterHook : public Hook {
   std::atomic<double> first_rate_waiting_since_{0};  // steady seconds; 0: none
 };
 
-// The configuration of a ScheduledHook: `after_run` is TF's own after_run on
-// the hook object (it returns the step the hook expects next), `end` TF's end.
-template <typename AfterRunFn>
-struct ScheduledHookConfig {
-  TF_Output global_step;
-  SecondOrStepTimer timer;
-  AfterRunFn after_run;
-  std::function<void()> end;
-  static auto fields() {
-    using C = ScheduledHookConfig;
-    return std::make_tuple(field("global_step", &C::global_step), field("timer", &C::timer),
-                           field("after_run", &C::after_run), field("end", &C::end));
-  }
-};
-
-// What SummarySaverHook and ProfilerHook share: the global step fetched every
-// step, the schedule (StepSchedule), TF's own end; only a due step's values go
-// on to Python.
-class ScheduledHook : public Hook {
- public:
-  bool keeps_values(const RunRequest& request) const override {
-    return StepSchedule::marked_due(request);
-  }
-  void end(const SessionRunner&) override { end_(); }
-  std::optional<int64_t> next_step() const { return schedule_.next_step(); }
-  SecondOrStepTimer& timer() { return schedule_.timer(); }
-
- protected:
-  ScheduledHook(TF_Output global_step, SecondOrStepTimer timer, bool due_on_first_step,
-                std::function<void()> end)
-      : read_(global_step), schedule_(timer, due_on_first_step), end_(std::move(end)) {}
-  // Past the first step, a step that is not due only moves the step
-  // expected next (as TF: the step after this one's, stale + 1); true then.
-  bool skipped(int64_t stale, bool due) {
-    if (!schedule_.started() || due) return false;
-    schedule_.set_next_step(stale + 2);
-    return true;
-  }
-
-  GlobalStepRead read_;
-  StepSchedule schedule_;
-
- private:
-  std::function<void()> end_;
-};
-
 // TF's SummarySaverHook: the global step is fetched every step and its
 // schedule (StepSchedule, due on its first step too) kept natively; on a due
 // step the summaries (set_summaries) are fetched as well. Writing to a native
