@@ -1,7 +1,5 @@
 #include "binding/hook_config_conversion.h"
 
-#include <Python.h>
-
 #include "binding/python_conversion.h"
 #include "tf_access/tf_python_handles.h"
 

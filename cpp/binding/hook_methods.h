@@ -89,8 +89,9 @@ void set_config_field(const char* hook, Config& config, const HookField<Config, 
 }
 
 template <typename Config>
-Config config_from_kwargs(const char* hook, const pybind11::kwargs& kwargs) {
-  check_hook_keywords(hook, kwargs, config_fields<Config>());
+Config config_from_kwargs(const char* hook, const std::vector<ConfigKeyword>& keywords,
+                          const pybind11::kwargs& kwargs) {
+  check_hook_keywords(hook, kwargs, keywords);
   Config config{};
   std::apply([&](const auto&... f) { (set_config_field(hook, config, f, kwargs), ...); },
              Config::fields());
@@ -115,7 +116,9 @@ using HookClass = pybind11::class_<H, Hook, std::shared_ptr<H>>;
 
 template <typename H, typename C, typename T>
 auto setter_of(void (C::*set)(T)) {
-  return [set](H& hook, pybind11::handle value) { (hook.*set)(from_python<std::decay_t<T>>(value)); };
+  return [set](H& hook, pybind11::handle value) {
+    (hook.*set)(from_python<std::decay_t<T>>(value));
+  };
 }
 
 template <typename H, typename Getter, typename Setter>
@@ -179,11 +182,12 @@ void add_timer_state(HookClass<H>& cls) {
 template <typename H>
 void register_native_hook(pybind11::module_& m) {
   using Config = typename H::Config;
+  const std::vector<ConfigKeyword> keywords = config_fields<Config>();
   HookClass<H> cls(m, H::kName);
-  cls.def(pybind11::init([](const pybind11::kwargs& kwargs) {
-    return std::make_shared<H>(config_from_kwargs<Config>(H::kName, kwargs));
+  cls.def(pybind11::init([keywords](const pybind11::kwargs& kwargs) {
+    return std::make_shared<H>(config_from_kwargs<Config>(H::kName, keywords, kwargs));
   }));
-  cls.attr("config_fields") = config_fields_to_python(config_fields<Config>());
+  cls.attr("config_fields") = config_fields_to_python(keywords);
   if constexpr (HasProperties<H>::value)
     std::apply([&](const auto&... p) { (add_property(cls, p), ...); }, H::properties());
   if constexpr (HasMethods<H>::value)
