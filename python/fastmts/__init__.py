@@ -27,8 +27,6 @@ def _register_dtypes():
 
 
 _register_dtypes()
-# Errors of ops TF makes when fastmts calls it name the user's line, as stock's do.
-_tensorflow.count_as_tf_code_in_errors(__import__('os').path.dirname(__file__))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from fastmts.basic_session_run_hooks import CheckpointSaverHook
