@@ -81,6 +81,15 @@ def _property(name, prop, indent):
   return ['%s@property' % indent, '%sdef %s(self) -> %s: ...' % (indent, name, result)]
 
 
+def _config_init(fields, indent):
+  """A native hook's __init__ (keywords only: its Config's fields, which
+  pybind11's signature `**kwargs` does not name) and its `config_fields`."""
+  params = ''.join(', %s: %s%s' % (field, _type(annotation), '' if required else ' = ...')
+                   for field, annotation, required in fields)
+  return ['%sconfig_fields: tuple[tuple[str, str, bool], ...]' % indent,
+          '%sdef __init__(self, *%s) -> None: ...' % (indent, params)]
+
+
 def _class(name, cls):
   bases = [b.__name__ for b in cls.__bases__ if getattr(_native, b.__name__, None) is b]
   if issubclass(cls, BaseException):
@@ -91,7 +100,9 @@ def _class(name, cls):
     if attr.startswith('_') and attr != '__init__':  # pybind11's own (_pybind11_conduit_v1_)
       continue
     value = vars(cls)[attr]
-    if isinstance(value, property):
+    if attr == '__init__' and 'config_fields' in vars(cls):
+      body += _config_init(vars(cls)['config_fields'], '  ')
+    elif isinstance(value, property):
       body += _property(attr, value, '  ')
     elif callable(value) and type(value).__name__ == 'instancemethod':
       body += _functions(attr, value, '  ', is_method=True)

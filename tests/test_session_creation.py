@@ -16,7 +16,8 @@ import pytest
 import tensorflow as tf
 
 from compat_utils import (TF_IMPL, Raised, SessionInterface, ckpt_files, norm,
-                          outcome, raised, recording_hook_class, save_graph_def_kwargs)
+                          outcome, raised, recording_hook_class, save_graph_def_kwargs,
+                          without_stack_trace)
 
 v1 = tf.compat.v1
 
@@ -306,6 +307,30 @@ def test_scaffold_copy_from_scaffold(check):
         base.local_init_op)
 
   check(scenario, expected=(np.float32(5.0), [True], True))
+
+
+def test_an_op_the_scaffold_makes_names_the_users_line_in_its_error(check):
+  """A restore whose checkpoint lacks a variable fails in the Scaffold's
+  Saver, an op TF's code made. TF's message names where that op was
+  "defined at" (1.15 to 2.4 inline, later in the stack trace it appends): the
+  user's line, skipping TF's own frames, and fastmts's frames too, so the
+  message is stock's whichever implementation the user called."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      _train_graph()
+      with impl.MonitoredTrainingSession(checkpoint_dir=workdir):  # saves step 0
+        pass
+    with tf.Graph().as_default():
+      _train_graph()
+      v1.get_variable('not_in_the_checkpoint', initializer=2.0)
+      failure = without_stack_trace(raised(impl.MonitoredTrainingSession,
+                                           checkpoint_dir=workdir, save_checkpoint_steps=None))
+    return failure._replace(message=failure.message.replace(workdir, 'DIR'))
+
+  failure = check(scenario)
+  assert issubclass(failure.type, tf.errors.NotFoundError), failure
+  assert 'not_in_the_checkpoint' in failure.message, failure
 
 
 # ---------------------------------------------------------------------------

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <functional>
+#include <tuple>
 #include <utility>
 
+#include "core/hook_config.h"
 #include "core/hooked_session.h"
 
 namespace fastmts {
@@ -12,18 +14,28 @@ namespace fastmts {
 // TF's FinalOpsHook: nothing per step; `end` (TF's own end) runs the final ops.
 class EndOnlyHook : public Hook {
  public:
-  explicit EndOnlyHook(std::function<void()> end) : end_(std::move(end)) {}
+  static constexpr const char* kName = "EndOnlyHook";
+  struct Config {
+    std::function<void()> end;
+    static auto fields() { return std::make_tuple(field("end", &Config::end)); }
+  };
+  explicit EndOnlyHook(Config config) : end_(std::move(config.end)) {}
   void end(const SessionRunner&) override { end_(); }
 
  private:
   std::function<void()> end_;
 };
 
-// TF's FeedFnHook: before each step, `feed` fills the step's feeds from the
+// TF's FeedFnHook: before each step, `feeds` fills the step's feeds from the
 // user's feed_fn (Python by nature, so called every step).
 class FeedFnHook : public Hook {
  public:
-  explicit FeedFnHook(std::function<void(RunRequest&)> feed) : feed_(std::move(feed)) {}
+  static constexpr const char* kName = "FeedFnHook";
+  struct Config {
+    RunRequestFill feeds;
+    static auto fields() { return std::make_tuple(field("feeds", &Config::feeds)); }
+  };
+  explicit FeedFnHook(Config config) : feed_(std::move(config.feeds.fn)) {}
   void before_run(StepContext&, RunRequest& request) override { feed_(request); }
 
  private:
@@ -35,7 +47,12 @@ class FeedFnHook : public Hook {
 // whether it has; from then on the hook does nothing.
 class GlobalStepWaiterHook : public Hook {
  public:
-  explicit GlobalStepWaiterHook(std::function<bool()> wait) : wait_(std::move(wait)) {}
+  static constexpr const char* kName = "GlobalStepWaiterHook";
+  struct Config {
+    std::function<bool()> wait;
+    static auto fields() { return std::make_tuple(field("wait", &Config::wait)); }
+  };
+  explicit GlobalStepWaiterHook(Config config) : wait_(std::move(config.wait)) {}
   void before_run(StepContext&, RunRequest&) override {
     if (!started_) started_ = wait_();
   }

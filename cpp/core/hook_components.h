@@ -1,13 +1,18 @@
 // The parts the stock hooks' native classes are built from, as TF's hooks
 // share them: reading the global step, the gate of CheckpointSaverHook and
-// StepCounterHook, the schedule of SummarySaverHook and ProfilerHook (and
-// TF's SecondOrStepTimer, core/timers.h).
+// StepCounterHook, the schedule of SummarySaverHook and ProfilerHook and
+// the base class and Config they share (and TF's SecondOrStepTimer,
+// core/timers.h).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <tuple>
+#include <utility>
 
+#include "core/hook_config.h"
 #include "core/hooked_session.h"
 #include "core/timers.h"
 
@@ -79,6 +84,52 @@ class StepSchedule {
   SecondOrStepTimer timer_;
   bool due_on_first_step_;
   std::optional<int64_t> next_step_;
+};
+
+// The configuration of a ScheduledHook: `after_run` is TF's own after_run on
+// the hook object (it returns the step the hook expects next), `end` TF's end.
+template <typename AfterRunFn>
+struct ScheduledHookConfig {
+  TF_Output global_step;
+  SecondOrStepTimer timer;
+  AfterRunFn after_run;
+  std::function<void()> end;
+  static auto fields() {
+    using C = ScheduledHookConfig;
+    return std::make_tuple(field("global_step", &C::global_step), field("timer", &C::timer),
+                           field("after_run", &C::after_run), field("end", &C::end));
+  }
+};
+
+// What SummarySaverHook and ProfilerHook share: the global step fetched every
+// step, the schedule (StepSchedule), TF's own end; only a due step's values go
+// on to Python.
+class ScheduledHook : public Hook {
+ public:
+  bool keeps_values(const RunRequest& request) const override {
+    return StepSchedule::marked_due(request);
+  }
+  void end(const SessionRunner&) override { end_(); }
+  std::optional<int64_t> next_step() const { return schedule_.next_step(); }
+  SecondOrStepTimer& timer() { return schedule_.timer(); }
+
+ protected:
+  ScheduledHook(TF_Output global_step, SecondOrStepTimer timer, bool due_on_first_step,
+                std::function<void()> end)
+      : read_(global_step), schedule_(timer, due_on_first_step), end_(std::move(end)) {}
+  // Past the first step, a step that is not due only moves the step
+  // expected next (as TF: the step after this one's, stale + 1); true then.
+  bool skipped(int64_t stale, bool due) {
+    if (!schedule_.started() || due) return false;
+    schedule_.set_next_step(stale + 2);
+    return true;
+  }
+
+  GlobalStepRead read_;
+  StepSchedule schedule_;
+
+ private:
+  std::function<void()> end_;
 };
 
 }  // namespace fastmts

@@ -82,7 +82,7 @@ CheckpointSaverHook::CheckpointSaverHook(Config config)
       gate_(config_.global_step, config_.timer, config_.steps_per_run) {}
 
 void CheckpointSaverHook::before_run(StepContext& ctx, RunRequest& request) {
-  if (config_.write_ended && config_.write_ended()) {
+  if (config_.writer && config_.writer->has_outcome()) {  // an atomic read, no Python
     if (config_.deliver_write()) ctx.request_stop();
   }
   request.plan = gate_.read().plan();
@@ -132,10 +132,10 @@ void StepCounterHook::after_run(StepContext& ctx, const RunRequest&,
 }
 
 void StepCounterHook::set_summary_writer(std::shared_ptr<SummaryWriter> writer, std::string tag,
-                                         std::function<bool()> info_logged) {
+                                         InfoEnabledCheck info_logged) {
   summary_writer_ = std::move(writer);
   summary_tag_ = std::move(tag);
-  info_logged_ = std::move(info_logged);
+  info_logged_ = std::move(info_logged.fn);
 }
 
 bool StepCounterHook::write_rate(const StepRate& rate) {

@@ -5,11 +5,16 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <vector>
 
+#include "core/callback_hooks.h"
+#include "core/checkpoint_writer.h"
 #include "core/hook_components.h"
+#include "core/hook_config.h"
 #include "core/hooked_session.h"
 #include "core/file_formats/summary_writer.h"
 #include "core/timers.h"
@@ -22,11 +27,18 @@ namespace fastmts {
 // if a later hook's after_create_session fails).
 class StopAtStepHook : public Hook {
  public:
+  static constexpr const char* kName = "StopAtStepHook";
   struct Config {
     TF_Output global_step;
     int64_t num_steps = 0;  // counted from the first session's step when last_step is unset
     std::optional<int64_t> last_step;
     std::function<void(int64_t)> on_last_step;
+    static auto fields() {
+      return std::make_tuple(field("global_step", &Config::global_step),
+                             field("num_steps", &Config::num_steps),
+                             field("last_step", &Config::last_step),
+                             field("on_last_step", &Config::on_last_step));
+    }
   };
   explicit StopAtStepHook(Config config);
 
@@ -48,10 +60,16 @@ class StopAtStepHook : public Hook {
 // and raises NanLossDuringTrainingError when failing), then stop is requested.
 class NanTensorHook : public Hook {
  public:
+  static constexpr const char* kName = "NanTensorHook";
   struct Config {
     TF_Output loss;
     bool fail_on_nan_loss = true;
     std::function<void()> on_nan;
+    static auto fields() {
+      return std::make_tuple(field("loss", &Config::loss),
+                             field("fail_on_nan_loss", &Config::fail_on_nan_loss),
+                             field("on_nan", &Config::on_nan));
+    }
   };
   explicit NanTensorHook(Config config);
   void before_run(StepContext&, RunRequest& request) override { request.plan = read_loss_; }
@@ -79,15 +97,27 @@ class NanTensorHook : public Hook {
 // The caller brings TF's timer up to timer() before TF's code reads it.
 class LoggingTensorHook : public Hook {
  public:
+  static constexpr const char* kName = "LoggingTensorHook";
   using LogFn = std::function<void(int64_t iter, const std::vector<SharedTensor>& values)>;
   struct Config {
     PlanPtr tensors;
     SecondOrStepTimer timer;
     LogFn log;
     std::function<void()> end;
+    static auto fields() {
+      return std::make_tuple(field("tensors", &Config::tensors), field("timer", &Config::timer),
+                             field("log", &Config::log), field("end", &Config::end));
+    }
   };
+  static auto properties() {
+    return std::make_tuple(property("iter_count", &LoggingTensorHook::iter_count));
+  }
+  static auto methods() {
+    return std::make_tuple(
+        method("set_quiet_unless_logged_by", &LoggingTensorHook::set_quiet_unless, "logger"));
+  }
   explicit LoggingTensorHook(Config config);
-  void set_quiet_unless(std::function<bool()> info_logged) { info_logged_ = std::move(info_logged); }
+  void set_quiet_unless(InfoEnabledCheck info_logged) { info_logged_ = std::move(info_logged.fn); }
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
                  const Fetched* outputs,
@@ -108,16 +138,17 @@ class LoggingTensorHook : public Hook {
 // `save` is TF's own code for that fresh step (TF's timer decides, moves,
 // then TF's _save; it returns whether stop was requested).
 //
-// With asynchronous checkpoints, before each step `write_ended` (a poll that
-// calls no Python) says whether a write ended; then `deliver_write` (TF's
-// listeners' after_save, or the write's error) runs and returns whether stop
-// was requested.
+// With asynchronous checkpoints, before each step the `writer` is polled
+// (no Python) for an ended write; then `deliver_write` (TF's listeners'
+// after_save, or the write's error) runs and returns whether stop was
+// requested.
 //
 // TF's timer on the hook object is the reference: the caller copies it into
 // timer() after each Python call that may move it (HookStateSync, in
 // python/fastmts/basic_session_run_hooks.py).
 class CheckpointSaverHook : public Hook {
  public:
+  static constexpr const char* kName = "CheckpointSaverHook";
   struct Config {
     TF_Output global_step;
     SecondOrStepTimer timer;
@@ -125,8 +156,16 @@ class CheckpointSaverHook : public Hook {
     std::function<bool(int64_t fresh_step)> save;
     std::function<void()> after_create_session;  // TF's own
     std::function<void()> end;                   // TF's own
-    std::function<bool()> write_ended;           // empty: synchronous saves
-    std::function<bool()> deliver_write;         // set with write_ended
+    std::shared_ptr<CheckpointWriter> writer;    // null: synchronous saves
+    std::function<bool()> deliver_write;         // set with writer
+    static auto fields() {
+      return std::make_tuple(
+          field("global_step", &Config::global_step), field("timer", &Config::timer),
+          field("steps_per_run", &Config::steps_per_run), field("save", &Config::save),
+          field("after_create_session", &Config::after_create_session),
+          field("end", &Config::end), optional_field("writer", &Config::writer),
+          optional_field("deliver_write", &Config::deliver_write));
+    }
   };
   explicit CheckpointSaverHook(Config config);
 
@@ -185,7 +224,23 @@ class StepCounterHook : public Hook {
     RecordFn record;
     std::function<void()> after_create_session;  // TF's own
     std::function<void()> end;                   // TF's own
+    static auto fields() {
+      return std::make_tuple(
+          field("global_step", &Config::global_step), field("timer", &Config::timer),
+          field("steps_per_run", &Config::steps_per_run), field("last_step", &Config::last_step),
+          field("after_run_stuck", &Config::after_run_stuck), field("record", &Config::record),
+          field("after_create_session", &Config::after_create_session),
+          field("end", &Config::end));
+    }
   };
+  static constexpr const char* kName = "StepCounterHook";
+  static auto properties() {
+    return std::make_tuple(property("last_step", &StepCounterHook::last_step));
+  }
+  static auto methods() {
+    return std::make_tuple(method("set_summary_writer", &StepCounterHook::set_summary_writer,
+                                  "writer", "tag", "logger"));
+  }
   static constexpr double kMaxRecordDelay = 0.1;  // seconds
 
   explicit StepCounterHook(Config config);
@@ -204,7 +259,7 @@ class StepCounterHook : public Hook {
   // The writer, its summary tag, and whether TF's INFO log line would be
   // printed now (asked once per record).
   void set_summary_writer(std::shared_ptr<SummaryWriter> writer, std::string tag,
-                          std::function<bool()> info_logged);
+                          InfoEnabledCheck info_logged);
   SecondOrStepTimer& timer() { return gate_.timer(); }
 
  private:
@@ -228,47 +283,6 @@ class StepCounterHook : public Hook {
   std::atomic<double> first_rate_waiting_since_{0};  // steady seconds; 0: none
 };
 
-// The configuration of a ScheduledHook: `after_run` is TF's own after_run on
-// the hook object (it returns the step the hook expects next), `end` TF's end.
-template <typename AfterRunFn>
-struct ScheduledHookConfig {
-  TF_Output global_step;
-  SecondOrStepTimer timer;
-  AfterRunFn after_run;
-  std::function<void()> end;
-};
-
-// What SummarySaverHook and ProfilerHook share: the global step fetched every
-// step, the schedule (StepSchedule), TF's own end; only a due step's values go
-// on to Python.
-class ScheduledHook : public Hook {
- public:
-  bool keeps_values(const RunRequest& request) const override {
-    return StepSchedule::marked_due(request);
-  }
-  void end(const SessionRunner&) override { end_(); }
-  std::optional<int64_t> next_step() const { return schedule_.next_step(); }
-  SecondOrStepTimer& timer() { return schedule_.timer(); }
-
- protected:
-  ScheduledHook(TF_Output global_step, SecondOrStepTimer timer, bool due_on_first_step,
-                std::function<void()> end)
-      : read_(global_step), schedule_(timer, due_on_first_step), end_(std::move(end)) {}
-  // Past the first step, a step that is not due only moves the step
-  // expected next (as TF: the step after this one's, stale + 1); true then.
-  bool skipped(int64_t stale, bool due) {
-    if (!schedule_.started() || due) return false;
-    schedule_.set_next_step(stale + 2);
-    return true;
-  }
-
-  GlobalStepRead read_;
-  StepSchedule schedule_;
-
- private:
-  std::function<void()> end_;
-};
-
 // TF's SummarySaverHook: the global step is fetched every step and its
 // schedule (StepSchedule, due on its first step too) kept natively; on a due
 // step the summaries (set_summaries) are fetched as well. Writing to a native
@@ -285,6 +299,15 @@ class SummarySaverHook : public ScheduledHook {
       int64_t stale_step, std::optional<int64_t> next_step, bool due,
       const std::vector<SharedTensor>* summaries)>;
   using Config = ScheduledHookConfig<AfterRunFn>;
+  static constexpr const char* kName = "SummarySaverHook";
+  static auto properties() {
+    return std::make_tuple(property("next_step", &SummarySaverHook::next_step));
+  }
+  static auto methods() {
+    return std::make_tuple(method("set_summaries", &SummarySaverHook::set_summaries, "plan"),
+                           method("set_summary_writer", &SummarySaverHook::set_summary_writer,
+                                  "writer"));
+  }
   explicit SummarySaverHook(Config config);
   // The summaries to fetch on due steps (resolved after session creation,
   // when the Scaffold has its summary op); null for none.
@@ -321,6 +344,10 @@ class ProfilerHook : public ScheduledHook {
       int64_t stale_step, std::optional<int64_t> next_step, bool due,
       const std::string& run_metadata)>;
   using Config = ScheduledHookConfig<AfterRunFn>;
+  static constexpr const char* kName = "ProfilerHook";
+  static auto properties() {
+    return std::make_tuple(property("next_step", &ProfilerHook::next_step));
+  }
   explicit ProfilerHook(Config config);
   void before_run(StepContext& ctx, RunRequest& request) override;
   void after_run(StepContext& ctx, const RunRequest& request,
@@ -333,5 +360,11 @@ class ProfilerHook : public ScheduledHook {
 
 // True when a float scalar (half, float, double, bfloat16) is NaN.
 bool scalar_is_nan(const TF_Tensor* t);
+
+// Every native hook class the binding registers (as _native.<kName>).
+using NativeHookClasses =
+    HookList<StopAtStepHook, NanTensorHook, LoggingTensorHook, CheckpointSaverHook,
+             StepCounterHook, SummarySaverHook, ProfilerHook, EndOnlyHook, FeedFnHook,
+             GlobalStepWaiterHook>;
 
 }  // namespace fastmts

@@ -24,11 +24,14 @@ Importing fastmts creates nothing in TF and changes none of its process-wide
 state: no graph, no op, no use of TF's uid counter (which names cond and
 while functions, so a use here would renumber the user's graphs and change
 their graph.pbtxt and .meta bytes), no logging or deprecation-warning state
-(tests/test_import_state.py).
+(tests/test_import_state.py). A session's creation extends one list of
+TF's: the files TF's error messages skip as its own
+(count_as_tf_code_in_errors).
 """
 import importlib
 import inspect
 import operator
+import os
 import re
 import sys
 
@@ -244,6 +247,25 @@ _A_FIELD = _tensor_pb2.TensorProto.DESCRIPTOR.fields[0]
 FIELD_DESCRIPTORS_KNOW_IS_REPEATED = hasattr(_A_FIELD, 'is_repeated')
 FIELD_DESCRIPTORS_KNOW_HAS_PRESENCE = hasattr(_A_FIELD, 'has_presence')
 ENUM_DESCRIPTORS_KNOW_IS_CLOSED = hasattr(_types_pb2.DataType.DESCRIPTOR, 'is_closed')
+
+
+def count_as_tf_code_in_errors():
+  """Makes TF's error messages skip fastmts's frames as they skip TF's own,
+  so an op TF's code makes when fastmts calls it (a Scaffold's Saver) is
+  "defined at" the user's line, as it is when the user calls TF. Called as a
+  monitored session is created (importing fastmts changes nothing of TF's).
+  TF keeps those files as path prefixes (_FRAMEWORK_PATH_PREFIXES, 2.4 to
+  2.21 at least) or as substrings (_BAD_FILE_SUBSTRINGS, 1.15 to 2.3); a
+  path is both. Returns whether this release keeps such a list."""
+  from tensorflow.python.framework import error_interpolation  # pylint: disable=g-import-not-at-top
+  entry = os.path.join(os.path.dirname(os.path.abspath(__file__)), '')
+  for name in ('_FRAMEWORK_PATH_PREFIXES', '_BAD_FILE_SUBSTRINGS'):
+    skipped = getattr(error_interpolation, name, None)
+    if isinstance(skipped, list):
+      if entry not in skipped:
+        skipped.append(entry)
+      return True
+  return False
 
 
 def serialize_as_write_graph(message):

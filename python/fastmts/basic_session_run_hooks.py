@@ -220,9 +220,8 @@ class _NativeStopAtStepHook(NativeRunner):
       # here, so reusing it behaves as in TF.
       tf_hook._last_step = as_step(value)  # pylint: disable=protected-access
 
-    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
     self.native_hook = _native.StopAtStepHook(
-        global_step_op=op, global_step_index=index,
+        global_step=_output(tf_hook._global_step_tensor),  # pylint: disable=protected-access
         num_steps=0 if num_steps is None else int(num_steps),
         last_step=None if last_step is None else int(last_step), on_last_step=on_last_step)
 
@@ -246,8 +245,7 @@ class _NativeNanTensorHook(NativeRunner):
         raise NanLossDuringTrainingError
       _LOG_NAN_WARNING.call(logging.warning, failure_message)
 
-    op, index = _output(tf_hook._loss_tensor)  # pylint: disable=protected-access
-    self.native_hook = _native.NanTensorHook(loss_op=op, loss_index=index,
+    self.native_hook = _native.NanTensorHook(loss=_output(tf_hook._loss_tensor),  # pylint: disable=protected-access
                                              fail_on_nan_loss=fail, on_nan=on_nan)
 
   @staticmethod
@@ -269,8 +267,6 @@ class _NativeLoggingTensorHook(NativeRunner):
     super().__init__(tf_hook, hooked)
     plan = fetches_lib.PlanCache(ops.get_default_graph(), None).fetch_plan(
         tf_hook._current_tensors)  # pylint: disable=protected-access
-    timer = tf_hook._timer  # pylint: disable=protected-access
-    never = isinstance(timer, _tf_hooks.NeverTriggerTimer)
     self.state = HookStateSync(tf_hook, int, fields=[('_iter_count', 'iter_count')])
     me = self._weak
 
@@ -284,10 +280,8 @@ class _NativeLoggingTensorHook(NativeRunner):
       tf_hook.end(me.hooked.tf_sess)  # TF's own: logs once more when at_end
 
     self.native_hook = self.state.native_hook = _native.LoggingTensorHook(
-        tensors=plan.native,
-        every_secs=None if never else _optional_float(timer._every_secs),  # pylint: disable=protected-access
-        every_steps=None if never else _optional_float(timer._every_steps),  # pylint: disable=protected-access
-        never=never, log=log, end=end)
+        tensors=plan.native, timer=_timer_config(tf_hook._timer),  # pylint: disable=protected-access
+        log=log, end=end)
     # A formatter is the user's code, and may do more than format.
     if tf_hook._formatter is None and '_log_tensors' not in vars(tf_hook):  # pylint: disable=protected-access
       self.native_hook.set_quiet_unless_logged_by(logging.get_logger())
@@ -308,8 +302,11 @@ def _timed_on_integer_global_step(hook):
 
 
 def _timer_config(timer):
-  return dict(every_secs=_optional_float(timer._every_secs),  # pylint: disable=protected-access
-              every_steps=_optional_float(timer._every_steps))  # pylint: disable=protected-access
+  """The native `timer` keyword of TF's timer: (every_secs, every_steps, never)."""
+  if isinstance(timer, _tf_hooks.NeverTriggerTimer):
+    return None, None, True
+  return (_optional_float(timer._every_secs), _optional_float(timer._every_steps),  # pylint: disable=protected-access
+          False)
 
 
 class _NativeCheckpointSaverHook(NativeRunner):
@@ -346,9 +343,8 @@ class _NativeCheckpointSaverHook(NativeRunner):
         checkpoint_saver.end(tf_hook, me.hooked.tf_sess)
 
     writes = getattr(tf_hook, '_fastmts_async', None)
-    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
     self.native_hook = self.state.native_hook = _native.CheckpointSaverHook(
-        global_step_op=op, global_step_index=index, **_timer_config(timer),
+        global_step=_output(tf_hook._global_step_tensor), timer=_timer_config(timer),  # pylint: disable=protected-access
         steps_per_run=int(tf_hook._steps_per_run),  # pylint: disable=protected-access
         save=save, after_create_session=after_create_session, end=end,
         writer=None if writes is None else writes.native,
@@ -390,9 +386,8 @@ class _NativeStepCounterHook(NativeRunner):
         tf_hook.end(me.hooked.tf_sess)
 
     last = getattr(tf_hook, '_last_global_step', None)
-    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
     self.native_hook = self.state.native_hook = _native.StepCounterHook(
-        global_step_op=op, global_step_index=index, **_timer_config(tf_hook._timer),  # pylint: disable=protected-access
+        global_step=_output(tf_hook._global_step_tensor), timer=_timer_config(tf_hook._timer),  # pylint: disable=protected-access
         steps_per_run=int(tf_hook._steps_per_run),  # pylint: disable=protected-access
         last_step=None if last is None else int(last), after_run_stuck=after_run_stuck,
         record=lambda *batch: me._record(*batch),  # pylint: disable=protected-access
@@ -464,9 +459,8 @@ class _NativeSummarySaverHook(NativeRunner):
       return _run_tf_after_run(me, stale_step, next_step, due, results,
                                config_pb2.RunOptions(), config_pb2.RunMetadata())
 
-    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
     self.native_hook = self.state.native_hook = _native.SummarySaverHook(
-        global_step_op=op, global_step_index=index, **_timer_config(tf_hook._timer),  # pylint: disable=protected-access
+        global_step=_output(tf_hook._global_step_tensor), timer=_timer_config(tf_hook._timer),  # pylint: disable=protected-access
         after_run=after_run, end=lambda: tf_hook.end(me.hooked.tf_sess))
 
   def on_session_attached(self):
@@ -508,9 +502,8 @@ class _NativeProfilerHook(NativeRunner):
         options.trace_level = config_pb2.RunOptions.FULL_TRACE
       return _run_tf_after_run(me, stale_step, next_step, due, {}, options, metadata)
 
-    op, index = _output(tf_hook._global_step_tensor)  # pylint: disable=protected-access
     self.native_hook = self.state.native_hook = _native.ProfilerHook(
-        global_step_op=op, global_step_index=index, **_timer_config(tf_hook._timer),  # pylint: disable=protected-access
+        global_step=_output(tf_hook._global_step_tensor), timer=_timer_config(tf_hook._timer),  # pylint: disable=protected-access
         after_run=after_run, end=lambda: tf_hook.end(me.hooked.tf_sess))
 
 

@@ -21,6 +21,7 @@ from tensorflow.python.training import monitored_session as _tf_monitored_sessio
 from tensorflow.python.util import function_utils
 
 from fastmts import _native
+from fastmts import _tensorflow
 from fastmts._internal import async_checkpoint as async_checkpoint_lib
 from fastmts import basic_session_run_hooks as fastmts_hooks
 from fastmts._internal import class_identity
@@ -255,6 +256,7 @@ class _MonitoredSession:
     if recovery is not None and not isinstance(recovery, RecoveryPolicy):
       raise TypeError('recovery must be a fastmts.RecoveryPolicy or None, got %r' % (recovery,))
     self._end_on_interrupt = end_on_interrupt
+    _tensorflow.count_as_tf_code_in_errors()  # before hooks' begin() and the Scaffold make ops
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
     me = weakref.proxy(self)
