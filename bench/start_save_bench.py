@@ -1,20 +1,39 @@
 """Start and save costs, stock TF and fastmts side by side.
 
-    python bench/start_save_bench.py [--layers 412] [--repeats 5] [--stall-mb 512]
-                                     [--stall-secs 14] [--save-secs 4] [--only start|stall]
+    python bench/start_save_bench.py [--only start|saves|stall]
+        [--graphs layers,const64,const512,var512] [--layers 412] [--repeats 5]
+        [--stall-mb 512] [--stall-secs 14] [--save-secs 4]
 
-Start and per-save cost on a large graph: `--layers` layers, each a 3x3
-variable, a matmul and a scalar summary (412 layers: about 7,000 ops). For
-each implementation, interleaved round by round, medians of:
+The start (`--only start`), on each graph of `--graphs`:
 
-  * creation: MonitoredTrainingSession(checkpoint_dir=...) until it returns
-    (graph.pbtxt, the first checkpoint and its meta graph included);
-  * first step: the first sess.run(train_op);
-  * save with meta graph / without: one step with a checkpoint save
-    (save_checkpoint_steps=1), save_graph_def True / False, minus a step
-    without a save.
+  * layers: `--layers` layers, each a 3x3 variable, a matmul and a scalar
+    summary (412 layers: about 7,000 ops);
+  * const64 / const512: 8 float32 constants of 8 / 64 MB (64 / 512 MB in
+    the GraphDef) and one variable (the global step);
+  * var512: 512 MB of variables (8 square float32 matrices).
 
-The training stall of checkpoint saves on a model of `--stall-mb` MB of
+Each measurement in a fresh process (what a user's first run costs: no
+allocator or cache kept from an earlier run), implementations interleaved
+round by round, medians of creation, first step and their sum, and the
+peak RSS of the process (ru_maxrss), for:
+
+  * stock: TF's MonitoredTrainingSession(checkpoint_dir=...) (graph.pbtxt,
+    the graph and meta graph event records, the first checkpoint and its
+    .meta written before it returns);
+  * fastmts: fastmts's, the same arguments;
+  * floor: TF's session without checkpoint_dir, plus one synchronous
+    Saver.save(sess, path, write_meta_graph=False) of the variables (the
+    one write a chief must make before training for stock's durability),
+    counted in its creation.
+
+Then close: the close() that follows (for fastmts, what the graph files
+written in the background still need).
+
+The saves (`--only saves`), in one process on the layered graph: one step
+with a checkpoint save (save_checkpoint_steps=1), save_graph_def True /
+False, minus a step without a save.
+
+The training stall (`--only stall`) of checkpoint saves on a model of `--stall-mb` MB of
 variables (8 square float32 matrices; 512 MB: 8 x 4096x4096), `--stall-secs`
 of training with a CheckpointSaverHook save every `--save-secs`, twice: the big variables read only (a small head
 trained on top), then trained by SGD (every step updates every byte). For
@@ -72,19 +91,109 @@ def build(layers):
     return v1.assign_add(gs, 1)
 
 
-def start(impl, layers):
-  """(ops, creation seconds, first-step seconds)."""
+def _constants(mb):
+  """8 float32 constants of `mb` MB in all (random bytes: the text format
+  escapes them as it would trained weights) and the global step."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.RandomState(0)
+  values = [tf.constant(rng.rand(mb * 2 ** 20 // 8 // 4).astype(np.float32)) for _ in range(8)]
+  total = tf.add_n([tf.reduce_sum(v[:4]) for v in values])
+  gs = v1.train.get_or_create_global_step()
+  with tf.control_dependencies([total]):
+    return v1.assign_add(gs, 1)
+
+
+def _variables(mb):
+  """8 square float32 variables of `mb` MB in all, and the global step."""
+  side = int((mb * 2 ** 20 / 8 / 4) ** 0.5)
+  for i in range(8):
+    v1.get_variable('big%d' % i, [side, side], initializer=v1.zeros_initializer())
+  return v1.assign_add(v1.train.get_or_create_global_step(), 1)
+
+
+def build_graph(name, layers):
+  """The train op of graph `name` (see the module docstring), in the default graph."""
+  if name == 'layers':
+    return build(layers)
+  if name.startswith('const'):
+    return _constants(int(name[len('const'):]))
+  if name.startswith('var'):
+    return _variables(int(name[len('var'):]))
+  raise ValueError('unknown graph %r' % name)
+
+
+START_IMPLS = ('stock', 'fastmts', 'floor')
+
+
+def _start_child(impl_name, graph_name, layers):
+  """In a fresh process: (ops, creation, first step, close seconds, peak
+  RSS bytes) of `impl_name`'s session on `graph_name`."""
+  import fastmts  # pylint: disable=g-import-not-at-top
+  directory = _scratch_dir()
   with tf.Graph().as_default() as graph:
-    train = build(layers)
-    gc.collect()  # earlier rounds' graphs: a full collection would land inside the timing
+    train = build_graph(graph_name, layers)
+    kwargs = dict(save_summaries_steps=None, log_step_count_steps=None)
+    if impl_name == 'floor':
+      saver = v1.train.Saver()
+      v1.add_to_collection(v1.GraphKeys.SAVERS, saver)  # the scaffold's saver, as stock's
+    gc.collect()
     t0 = time.perf_counter()
-    sess = impl.MonitoredTrainingSession(checkpoint_dir=_scratch_dir(),
-                                         save_summaries_steps=None, log_step_count_steps=None)
+    if impl_name == 'floor':
+      sess = v1.train.MonitoredTrainingSession(**kwargs)
+      saver.save(sess._tf_sess(), os.path.join(directory, 'model.ckpt'), global_step=0,  # pylint: disable=protected-access
+                 write_meta_graph=False)
+    else:
+      impl = fastmts if impl_name == 'fastmts' else v1.train
+      sess = impl.MonitoredTrainingSession(checkpoint_dir=directory, **kwargs)
     t1 = time.perf_counter()
     sess.run(train)
     t2 = time.perf_counter()
     sess.close()
-    return len(graph.get_operations()), t1 - t0, t2 - t1
+    t3 = time.perf_counter()
+  rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+  return len(graph.get_operations()), t1 - t0, t2 - t1, t3 - t2, rss
+
+
+def start_rows(graph_name, layers, repeats):
+  """{(impl, what): [value per round]}: each measurement in a fresh
+  process, the implementations interleaved round by round."""
+  rows = {}
+  ops = None
+  for _ in range(repeats):
+    for impl_name in START_IMPLS:
+      out = subprocess.run(
+          [sys.executable, os.path.abspath(__file__), '--start-child', impl_name,
+           '--graphs', graph_name, '--layers', str(layers)],
+          capture_output=True, text=True, check=False)
+      if out.returncode:
+        raise RuntimeError('%s on %s failed:\n%s' % (impl_name, graph_name, out.stderr[-3000:]))
+      values = out.stdout.split()[-5:]
+      ops = int(values[0])
+      for what, value in zip(('creation', 'first step', 'close', 'rss'), values[1:]):
+        rows.setdefault((impl_name, what), []).append(float(value))
+  return ops, rows
+
+
+def print_start(graph_name, layers, repeats):
+  ops, rows = start_rows(graph_name, layers, repeats)
+  med = {key: statistics.median(values) for key, values in rows.items()}
+  for impl_name in START_IMPLS:
+    med[(impl_name, 'start')] = statistics.median(
+        [c + f for c, f in zip(rows[(impl_name, 'creation')], rows[(impl_name, 'first step')])])
+  print('%s: TensorFlow %s, %d ops, %d interleaved rounds (a fresh process each), medians; '
+        'load average %.1f\n' % (graph_name, tf.__version__, ops, repeats, os.getloadavg()[0]))
+  print('| what | stock | fastmts | floor | fastmts/floor | fastmts/stock |')
+  print('|---|---:|---:|---:|---:|---:|')
+  for what in ('creation', 'first step', 'start', 'close', 'rss'):
+    stock, ours, floor = (med[(impl_name, what)] for impl_name in START_IMPLS)
+    label = 'creation + first step' if what == 'start' else what
+    if what == 'rss':
+      print('| peak RSS (MB) | %.0f | %.0f | %.0f | %.2fx | %.2fx |' % (
+          stock / 2 ** 20, ours / 2 ** 20, floor / 2 ** 20, ours / floor, ours / stock))
+    else:
+      print('| %s (s) | %.2f | %.2f | %.2f | %.2fx | %.2fx |' % (
+          label, stock, ours, floor, ours / floor if floor else float('nan'), ours / stock))
+  print()
 
 
 def _median_step(sess, train, steps):
@@ -216,50 +325,53 @@ def stall_rows(mb, train_all, seconds, save_secs, repeats):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--layers', type=int, default=412)
+  parser.add_argument('--graphs', default='layers,const64,const512,var512')
   parser.add_argument('--repeats', type=int, default=5)
   parser.add_argument('--stall-mb', type=int, default=512)
   parser.add_argument('--stall-secs', type=float, default=14)
   parser.add_argument('--save-secs', type=float, default=4)
-  parser.add_argument('--only', choices=('start', 'stall'), default=None)
+  parser.add_argument('--only', choices=('start', 'saves', 'stall'), default=None)
   parser.add_argument('--memory-child', help=argparse.SUPPRESS)
+  parser.add_argument('--start-child', help=argparse.SUPPRESS)
   parser.add_argument('--train-all', action='store_true', help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
+  v1.disable_eager_execution()
   if args.memory_child:
-    v1.disable_eager_execution()
     _memory_child(args)
     return 0
-  v1.disable_eager_execution()
-  import fastmts  # pylint: disable=g-import-not-at-top
-  if args.only != 'start':
-    print_stall(args)
-  if args.only == 'stall':
+  if args.start_child:
+    print(*_start_child(args.start_child, args.graphs, args.layers))
     return 0
+  if args.only in (None, 'start'):
+    for graph_name in args.graphs.split(','):
+      print_start(graph_name, args.layers, args.repeats)
+  if args.only in (None, 'saves'):
+    print_saves(args)
+  if args.only in (None, 'stall'):
+    print_stall(args)
+  return 0
+
+
+def print_saves(args):
+  import fastmts  # pylint: disable=g-import-not-at-top
   impls = (('stock', v1.train), ('fastmts', fastmts))
   rows = {}
-  ops = None
   for _ in range(args.repeats):
     for name, impl in impls:
-      ops, created, first = start(impl, args.layers)
-      rows.setdefault((name, 'creation'), []).append(created)
-      rows.setdefault((name, 'first step'), []).append(first)
       rows.setdefault((name, 'save with meta graph'), []).append(save_cost(impl, args.layers, True))
       if _HAS_SAVE_GRAPH_DEF:
         rows.setdefault((name, 'save without'), []).append(save_cost(impl, args.layers, False))
-  print('TensorFlow %s, %d ops, %d interleaved rounds, medians in ms\n' % (
-      tf.__version__, ops, args.repeats))
+  print('TensorFlow %s, %d layers, %d interleaved rounds, medians in ms\n' % (
+      tf.__version__, args.layers, args.repeats))
   print('| what | stock | fastmts | fastmts/stock |')
   print('|---|---:|---:|---:|')
-  for what in ('creation', 'first step', 'save with meta graph', 'save without'):
+  for what in ('save with meta graph', 'save without'):
     if ('stock', what) not in rows:
       continue
     stock = statistics.median(rows[('stock', what)]) * 1e3
     ours = statistics.median(rows[('fastmts', what)]) * 1e3
     print('| %s | %.1f | %.1f | %.2fx |' % (what, stock, ours, ours / stock if stock else float('nan')))
-  start_stock = sum(statistics.median(rows[('stock', w)]) for w in ('creation', 'first step'))
-  start_ours = sum(statistics.median(rows[('fastmts', w)]) for w in ('creation', 'first step'))
-  print('| creation + first step | %.1f | %.1f | %.2fx |' % (
-      start_stock * 1e3, start_ours * 1e3, start_ours / start_stock))
-  return 0
+  print()
 
 
 def print_stall(args):

@@ -114,9 +114,46 @@ void raise_as_tf(const EventWriterError& e) {
   PyErr_SetString(type, e.what());
 }
 
+// A record reserved in a SummaryWriter's queue, filled or dropped later
+// (from any thread).
+struct PendingEvent {
+  std::shared_ptr<SummaryWriter> writer;
+  SummaryWriter::Reserved reserved;
+};
+
+void register_pending_event(py::module_& m) {
+  py::class_<PendingEvent>(m, "PendingEvent")
+      .def(
+          "fill",
+          [](PendingEvent& p, const py::bytes& payload) {
+            std::string_view bytes = view_of(payload);
+            py::gil_scoped_release released;
+            p.writer->fill_serialized(p.reserved, bytes);
+          },
+          py::arg("payload"))
+      .def("drop", [](PendingEvent& p) { p.writer->drop_serialized(p.reserved); });
+}
+
+void register_seen_summary_tags(py::module_& m) {
+  py::class_<SeenSummaryTags, std::shared_ptr<SeenSummaryTags>>(m, "SeenSummaryTags")
+      .def(py::init<>())
+      .def("__contains__", &SeenSummaryTags::contains, py::arg("tag"))
+      .def("add", &SeenSummaryTags::add, py::arg("tag"))
+      .def("all", &SeenSummaryTags::all)
+      .def(
+          "strip_repeated_metadata",
+          [](SeenSummaryTags& tags, const py::bytes& summary) -> py::object {
+            auto out = tags.strip_repeated_metadata({view_of(summary)});
+            if (!out) return py::none();
+            return py::bytes(out->at(0));
+          },
+          py::arg("summary"));
+}
+
 }  // namespace
 
 void register_event_file(py::module_& m) {
+  register_pending_event(m);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -142,19 +179,7 @@ void register_event_file(py::module_& m) {
       .def_property_readonly("closed", &EventWriter::closed)
       .def_property_readonly("filename", &EventWriter::filename);
 
-  py::class_<SeenSummaryTags, std::shared_ptr<SeenSummaryTags>>(m, "SeenSummaryTags")
-      .def(py::init<>())
-      .def("__contains__", &SeenSummaryTags::contains, py::arg("tag"))
-      .def("add", &SeenSummaryTags::add, py::arg("tag"))
-      .def("all", &SeenSummaryTags::all)
-      .def(
-          "strip_repeated_metadata",
-          [](SeenSummaryTags& tags, const py::bytes& summary) -> py::object {
-            auto out = tags.strip_repeated_metadata({view_of(summary)});
-            if (!out) return py::none();
-            return py::bytes(out->at(0));
-          },
-          py::arg("summary"));
+  register_seen_summary_tags(m);
 
   py::class_<SummaryWriter, std::shared_ptr<SummaryWriter>>(m, "SummaryWriter")
       .def(py::init<std::shared_ptr<EventWriter>, std::shared_ptr<SeenSummaryTags>>(),
@@ -169,6 +194,16 @@ void register_event_file(py::module_& m) {
             return w.add_serialized(field, bytes, step);
           },
           py::arg("what"), py::arg("payload"), py::arg("step") = 0)
+      .def(
+          "reserve_serialized",
+          [](std::shared_ptr<SummaryWriter> w, int what, int64_t step) -> py::object {
+            auto reserved = w->reserve_serialized(event_what(what), step);
+            if (!reserved) return py::none();
+            return py::cast(PendingEvent{std::move(w), std::move(*reserved)});
+          },
+          py::arg("what"), py::arg("step") = 0,
+          "add_serialized's place in the queue and wall time, taken now: a PendingEvent "
+          "whose fill(payload) or drop() must follow; None once closed.")
       .def_property_readonly("events", &SummaryWriter::events)
       .def_property_readonly("tags", &SummaryWriter::tags);
 

@@ -4,6 +4,7 @@
 // knows nothing of Python.
 #include <pybind11/pybind11.h>
 
+#include "binding/atomic_file_binding.h"
 #include "binding/benchmark_binding.h"
 #include "binding/checkpoint_writer_binding.h"
 #include "binding/coordinator_binding.h"
@@ -23,6 +24,7 @@ PYBIND11_MODULE(_native, m) {
   follow_python_time();
   register_status_errors(m);
   register_tensors(m);
+  register_atomic_file(m);  // before the text format: it prints into one
   register_text_format(m);
   register_event_file(m);
   register_checkpoint_writer(m);  // before the hooks: CheckpointSaverHook takes a writer

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/file_formats/atomic_file.h"
 #include "core/file_formats/text_format.h"
 
 namespace py = pybind11;
@@ -82,6 +83,25 @@ py::str print_text(const Schema& schema, const py::bytes& data, bool as_utf8,
   return py::str(result.text.data(), result.text.size());
 }
 
+// print_text into `file`, in pieces (nothing held whole); the file stays
+// uncommitted, for the caller to commit or abort.
+void print_text_to(const Schema& schema, const py::bytes& data, bool as_utf8,
+                   bool floats_as_doubles, AtomicFile& file) {
+  char* buffer = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(data.ptr(), &buffer, &size) != 0) throw py::error_already_set();
+  text_format::Result result;
+  {
+    py::gil_scoped_release release;
+    result = text_format::print_to(schema, std::string_view(buffer, static_cast<size_t>(size)),
+                                   as_utf8, floats_as_doubles, file);
+  }
+  if (result.status != text_format::Status::kOk) {
+    const char* kind = result.status == text_format::Status::kUnsupported ? "unsupported" : "malformed";
+    throw py::value_error(std::string("fastmts text format: ") + kind + ": " + result.error);
+  }
+}
+
 }  // namespace
 
 void register_text_format(py::module_& m) {
@@ -94,6 +114,11 @@ void register_text_format(py::module_& m) {
         "(with float_format='' when floats_as_doubles). "
         "ValueError when the message holds what the native printer does not reproduce, "
         "or is malformed.");
+  m.def("text_format_to_file", &print_text_to, py::arg("schema"), py::arg("serialized"),
+        py::arg("as_utf8"), py::arg("floats_as_doubles"), py::arg("file"),
+        "text_format(...) written to the AtomicFile `file` in 4 MB pieces, without the GIL; "
+        "ValueError as text_format (what was written is then to be aborted), OSError when "
+        "the file cannot be written.");
 }
 
 }  // namespace fastmts

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -68,6 +69,26 @@ TEST_F(EventWriterTest, RecordsLandInOrderAfterTheFirstRecord) {
   EXPECT_EQ(writer.filename(), made_[0]);
   EXPECT_EQ(read_file(made_[0]), tfrecord("first") + tfrecord("a") + tfrecord("bb") + tfrecord("ccc"));
   writer.close();
+}
+
+TEST_F(EventWriterTest, AReservedPlaceKeepsItsRecordBeforeLaterOnes) {
+  EventWriter writer("", 10, 120, 0, create_file());
+  auto graph = writer.reserve();
+  auto dropped = writer.reserve();
+  ASSERT_NE(graph, nullptr);
+  writer.add("summary", false);
+  std::thread filler([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    writer.fill(graph, "graph");
+    writer.drop(dropped);
+  });
+  writer.flush();  // waits for the reserved places
+  filler.join();
+  ASSERT_EQ(made_.size(), 1u);
+  EXPECT_EQ(read_file(made_[0]), tfrecord("first") + tfrecord("graph") + tfrecord("summary"));
+  writer.fill(graph, "again");  // filled already: nothing more
+  writer.close();
+  EXPECT_EQ(writer.reserve(), nullptr);
 }
 
 TEST_F(EventWriterTest, AppendsToAFileMadeBeforeIt) {

@@ -88,6 +88,33 @@ TEST(TextFormat, PrintsEveryKindOfFieldAsPythonDoes) {
             "d: 1e+22\n");
 }
 
+// A sink that keeps each piece it is given.
+class Pieces : public Sink {
+ public:
+  void write(std::string_view text) override { pieces.emplace_back(text); }
+  std::vector<std::string> pieces;
+};
+
+TEST(TextFormat, PrintToHandsTheSameTextOverInPieces) {
+  // data: 10,000 bytes 0..255 repeated: escaped, it is longer than a piece.
+  std::string data;
+  for (int i = 0; i < 10000; ++i) data += static_cast<char>(i % 256);
+  std::string wire = node_wire() + from_hex("32") + "\x90\x4e" + data;  // data = 6, 10000 bytes
+  const Result whole = print(node_schema(), wire, true);
+  ASSERT_EQ(whole.status, Status::kOk) << whole.error;
+  Pieces sink;
+  const Result streamed = print_to(node_schema(), wire, true, false, sink, 1000);
+  ASSERT_EQ(streamed.status, Status::kOk) << streamed.error;
+  EXPECT_TRUE(streamed.text.empty());
+  std::string joined;
+  for (const std::string& piece : sink.pieces) {
+    EXPECT_LE(piece.size(), 1000u + 1000u / 4 * 4 + 64);
+    joined += piece;
+  }
+  EXPECT_GT(sink.pieces.size(), 10u);
+  EXPECT_EQ(joined, whole.text);
+}
+
 TEST(TextFormat, FloatsAsDoublesPrintAsFloatFormatEmpty) {
   // MessageToString(m, float_format=''): str() of the float's double value.
   const Result result = print(node_schema(), from_hex("1a08cdcccc3d00002040"), true, true);

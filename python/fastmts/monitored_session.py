@@ -28,6 +28,7 @@ from fastmts._internal import class_identity
 from fastmts._internal import errors as fastmts_errors
 from fastmts._internal import fetches as fetches_lib
 from fastmts.file_formats import graph_events
+from fastmts.file_formats import graph_files
 from fastmts import preemption as preemption_lib
 from fastmts.coordinator import Coordinator
 from fastmts.hooked_session import HookedSession
@@ -489,6 +490,9 @@ class _MonitoredSession:
         self._coordinated_creator.queue_runners = None
         if not self._graph_was_finalized:
           ops.get_default_graph()._unsafe_unfinalize()  # pylint: disable=protected-access
+        # The start's graph files (graph_files) on disk before close returns.
+        graph_files.wait_all()
+    graph_files.raise_error()
 
   @property
   def coordinator(self):

@@ -105,6 +105,40 @@ bool EventWriter::add(std::string event, bool wait_for_room) {
   return true;
 }
 
+std::shared_ptr<PendingRecord> EventWriter::reserve() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closed_) return nullptr;
+  auto record = std::make_shared<PendingRecord>();
+  Item item{Kind::kPending};
+  item.pending = record;
+  push(std::move(item), /*wait_for_room=*/false, lock);
+  return record;
+}
+
+void EventWriter::resolve(const std::shared_ptr<PendingRecord>& record,
+                          PendingRecord::State state, std::string event) {
+  if (record == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (record->state != PendingRecord::State::kWaiting) return;
+  record->state = state;
+  record->bytes = std::move(event);
+  queued_.notify_all();
+}
+
+void EventWriter::fill(const std::shared_ptr<PendingRecord>& record, std::string event) {
+  resolve(record, PendingRecord::State::kFilled, std::move(event));
+}
+
+void EventWriter::drop(const std::shared_ptr<PendingRecord>& record) {
+  resolve(record, PendingRecord::State::kDropped, {});
+}
+
+bool EventWriter::front_ready() const {
+  if (queue_.empty()) return false;
+  const Item& front = queue_.front();
+  return front.kind != Kind::kPending || front.pending->state != PendingRecord::State::kWaiting;
+}
+
 void EventWriter::flush() {
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return;
@@ -159,10 +193,15 @@ void EventWriter::run() {
       Item item;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        queued_.wait(lock, [&] { return !queue_.empty(); });
+        queued_.wait(lock, [&] { return front_ready(); });
         item = std::move(queue_.front());
         queue_.pop_front();
         dequeued_.notify_all();
+        if (item.kind == Kind::kPending) {
+          if (item.pending->state == PendingRecord::State::kDropped) continue;
+          item.kind = Kind::kEvent;
+          item.bytes = std::move(item.pending->bytes);
+        }
       }
       if (item.kind == Kind::kStop) {
         close_file();

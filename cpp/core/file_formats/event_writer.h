@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -57,6 +58,15 @@ struct EventFileFailures {
   std::function<void(const std::string& message)> report;  // may be empty
 };
 
+// A record whose place in the queue is taken before its bytes exist (a
+// graph record serialized in the background): the writer thread waits at
+// it, so records queued after it still land after it.
+struct PendingRecord {
+  enum class State { kWaiting, kFilled, kDropped };
+  State state = State::kWaiting;  // guarded by the writer's lock
+  std::string bytes;
+};
+
 class EventWriter {
  public:
   // Makes a new event file with its first record and returns its name, or
@@ -79,6 +89,12 @@ class EventWriter {
   // `wait_for_room`, blocks while max_queue events wait (TF's add_event);
   // native hooks never block on it. Throws EventWriterError after a failure.
   bool add(std::string event, bool wait_for_room);
+  // Takes the next place in the queue for an event given later by fill()
+  // (or given up by drop(): nothing is written); nullptr once closed. The
+  // writer thread, flush() and close() wait for it: one of the two must come.
+  std::shared_ptr<PendingRecord> reserve();
+  void fill(const std::shared_ptr<PendingRecord>& record, std::string event);
+  void drop(const std::shared_ptr<PendingRecord>& record);
   // Returns once every event queued before is written and the file flushed.
   void flush();
   // Flushes, ends the thread and closes the file; later adds are dropped.
@@ -90,12 +106,17 @@ class EventWriter {
   std::string filename() const;
 
  private:
-  enum class Kind { kEvent, kFlush, kStop };
+  enum class Kind { kEvent, kFlush, kStop, kPending };
   struct Item {
     Kind kind;
     std::string bytes;
     uint64_t flush_id = 0;
+    std::shared_ptr<PendingRecord> pending;  // kPending
   };
+  // Whether the thread can take the queue's first item (mu_ held).
+  bool front_ready() const;
+  void resolve(const std::shared_ptr<PendingRecord>& record, PendingRecord::State state,
+               std::string event);
 
   void start_thread();
   void run();

@@ -288,6 +288,18 @@ bool SummaryWriter::add_serialized(EventWhat what, std::string_view payload, int
                       /*wait_for_room=*/true);
 }
 
+std::optional<SummaryWriter::Reserved> SummaryWriter::reserve_serialized(EventWhat what,
+                                                                        int64_t step) {
+  Reserved reserved{events_->reserve(), wall_time_seconds(), what, step};
+  if (reserved.record == nullptr) return std::nullopt;
+  return reserved;
+}
+
+void SummaryWriter::fill_serialized(const Reserved& reserved, std::string_view payload) {
+  events_->fill(reserved.record,
+                event_bytes(reserved.wall_time, reserved.step, reserved.what, payload));
+}
+
 void SummaryWriter::add_event(std::string event) {
   // A writer closed meanwhile drops the record, as TF's closed writer does.
   events_->add(std::move(event), /*wait_for_room=*/false);

@@ -73,6 +73,19 @@ class SummaryWriter {
   // False (dropped) once the writer is closed.
   bool add_serialized(EventWhat what, std::string_view payload, int64_t step);
 
+  // add_serialized() in two halves: the record's place in the queue and its
+  // wall time taken now, its payload given later (fill_serialized), or
+  // never (drop_serialized: no record). nullopt once the writer is closed.
+  struct Reserved {
+    std::shared_ptr<PendingRecord> record;
+    double wall_time = 0;
+    EventWhat what = EventWhat::kGraphDef;
+    int64_t step = 0;
+  };
+  std::optional<Reserved> reserve_serialized(EventWhat what, int64_t step);
+  void fill_serialized(const Reserved& reserved, std::string_view payload);
+  void drop_serialized(const Reserved& reserved) { events_->drop(reserved.record); }
+
   const std::shared_ptr<EventWriter>& events() const { return events_; }
   const std::shared_ptr<SeenSummaryTags>& tags() const { return tags_; }
 

@@ -309,8 +309,19 @@ struct MapItem {
 
 class Printer {
  public:
-  Printer(const Schema& schema, bool as_utf8, bool floats_as_doubles, std::string* out)
-      : schema_(schema), as_utf8_(as_utf8), floats_as_doubles_(floats_as_doubles), out_(out) {}
+  // With a `sink`, the text in `out` is handed to it whenever it holds
+  // `chunk_bytes` or more (between fields, and within a long string).
+  Printer(const Schema& schema, bool as_utf8, bool floats_as_doubles, std::string* out,
+          Sink* sink = nullptr, size_t chunk_bytes = 0)
+      : schema_(schema), as_utf8_(as_utf8), floats_as_doubles_(floats_as_doubles), out_(out),
+        primary_(out), sink_(sink), chunk_bytes_(chunk_bytes) {}
+
+  // Hands what is printed so far to the sink, if any.
+  void drain() {
+    if (sink_ == nullptr || out_ != primary_ || out_->empty()) return;
+    sink_->write(*out_);
+    out_->clear();
+  }
 
   void message(int type, std::string_view wire, int indent) {
     if (depth_ >= kMaxDepth) unsupported("message nesting deeper than " + std::to_string(kMaxDepth));
@@ -348,6 +359,9 @@ class Printer {
   }
 
   std::string& out() { return *out_; }
+  void maybe_drain() {
+    if (sink_ != nullptr && out_->size() >= chunk_bytes_) drain();
+  }
 
   bool known_enum(const FieldSpec& f, uint64_t raw) const {
     return schema_.enum_name(f.enum_type, static_cast<int32_t>(static_cast<uint32_t>(raw))) != nullptr;
@@ -599,6 +613,7 @@ class Printer {
   void close(int indent) {
     out().append(indent, ' ');
     out() += "}\n";
+    maybe_drain();
   }
   void name(const FieldSpec& spec, int indent) {
     out().append(indent, ' ');
@@ -616,8 +631,16 @@ class Printer {
     out() += '"';
     // text_format escapes bytes fields always as bytes, string fields as
     // text when as_utf8 (non-ASCII characters then stay as they are).
-    append_escaped(out(), s, as_utf8_ && spec.type == FieldType::kString);
+    const bool keep_utf8 = as_utf8_ && spec.type == FieldType::kString;
+    // A long bytes field (a constant's tensor_content) is escaped piece by
+    // piece, each byte on its own, so the sink gets it in chunks.
+    const size_t piece = (sink_ != nullptr && !keep_utf8) ? chunk_bytes_ / 4 + 1 : s.size() + 1;
+    for (size_t at = 0; at < s.size(); at += piece) {
+      append_escaped(out(), s.substr(at, piece), keep_utf8);
+      maybe_drain();
+    }
     out() += "\"\n";
+    maybe_drain();
   }
 
   void scalar_field(const FieldSpec& spec, uint64_t raw, int indent) {
@@ -672,6 +695,9 @@ class Printer {
   const bool as_utf8_;
   const bool floats_as_doubles_;
   std::string* out_;
+  std::string* const primary_;
+  Sink* const sink_;
+  const size_t chunk_bytes_;
   int depth_ = 0;
   std::vector<std::unique_ptr<Frame>> frames_;
 };
@@ -762,6 +788,23 @@ const std::string* Schema::enum_name(int i, int32_t number) const {
   auto it = std::lower_bound(values.begin(), values.end(), number,
                              [](const auto& v, int32_t n) { return v.first < n; });
   return it != values.end() && it->first == number ? &it->second : nullptr;
+}
+
+Result print_to(const Schema& schema, std::string_view wire, bool as_utf8,
+                bool floats_as_doubles, Sink& sink, size_t chunk_bytes) {
+  Result result;
+  result.text.reserve(chunk_bytes + chunk_bytes / 4);
+  try {
+    Printer printer(schema, as_utf8, floats_as_doubles, &result.text, &sink, chunk_bytes);
+    printer.message(0, wire, 0);
+    printer.drain();
+  } catch (Failure& f) {
+    result.status = f.status;
+    result.error = std::move(f.message);
+  }
+  result.text.clear();
+  result.text.shrink_to_fit();
+  return result;
 }
 
 Result print(const Schema& schema, std::string_view wire, bool as_utf8, bool floats_as_doubles) {

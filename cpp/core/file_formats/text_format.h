@@ -118,5 +118,20 @@ struct Result {
 Result print(const Schema& schema, std::string_view wire, bool as_utf8,
              bool floats_as_doubles = false);
 
+// Where print_to() hands the text, piece by piece, in order. write() may
+// throw (a full disk): print_to() lets it through.
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void write(std::string_view text) = 0;
+};
+
+// print(), the text handed to `sink` in pieces of about `chunk_bytes`
+// (a long bytes field too is cut), so that no more than that is held at
+// once. `text` of the result stays empty; on a status other than kOk the
+// pieces written make no whole text and are to be thrown away.
+Result print_to(const Schema& schema, std::string_view wire, bool as_utf8,
+                bool floats_as_doubles, Sink& sink, size_t chunk_bytes = size_t{4} << 20);
+
 }  // namespace text_format
 }  // namespace fastmts

@@ -38,6 +38,7 @@ from tensorflow.python.training import saver as saver_lib
 from fastmts import _tensorflow
 from fastmts.file_formats import event_file_writer
 from fastmts.file_formats import graph_events
+from fastmts.file_formats import graph_files
 from fastmts.file_formats import graph_io
 from fastmts._internal.tf_call_sites import TFSite
 
@@ -50,6 +51,9 @@ _LOG_LISTENER_STOPS = TFSite(_SAVE, 'A CheckpointSaverListener requested')
 
 # hook -> (fingerprint, serialized MetaGraphDef) of its last save with the meta graph.
 _meta_graphs = weakref.WeakKeyDictionary()
+# hook -> what writes the first save's .meta in the background, given the
+# checkpoint file (set by _start_in_background, taken by _saver_save).
+_first_meta = weakref.WeakKeyDictionary()
 
 
 def after_create_session(hook, session):
@@ -69,13 +73,28 @@ def after_create_session(hook, session):
   graph = ops.get_default_graph()
   once = graph.finalized
   graph_def = graph.as_graph_def(add_shapes=True)
+  started = _start_in_background(hook, session, graph, graph_def)
+  if started is True:
+    del graph_def  # the background's now
+    try:
+      save(hook, session, global_step, first=True)
+    finally:
+      unsaved = _first_meta.pop(hook, None)  # the save failed: no .meta, as in TF
+      if unsaved is not None:
+        unsaved(None)
+    hook._timer.update_last_triggered_step(global_step)
+    return
   if _saves_graph_def(hook):
     graph_io.write_graph(graph_def, hook._checkpoint_dir, 'graph.pbtxt')
     if not once:
       graph_def = graph.as_graph_def(add_shapes=True)
   saver = hook._get_saver()
   saver_def = saver.saver_def if saver else None
-  meta_graph_def = meta_graph.create_meta_graph_def(graph_def=graph_def, saver_def=saver_def)
+  if started is False:
+    meta_graph_def = meta_graph.create_meta_graph_def(graph_def=graph_def, saver_def=saver_def)
+  else:  # built already (its warnings logged): the shell and the GraphDef
+    meta_graph_def = started
+    meta_graph_def.graph_def.CopyFrom(graph_def)
   if once:
     graph_events.add_graph(hook._summary_writer, graph, graph_def)
   else:
@@ -89,6 +108,85 @@ def after_create_session(hook, session):
                           _tensorflow.serialize_as_write_graph(meta_graph_def))
   save(hook, session, global_step)
   hook._timer.update_last_triggered_step(global_step)
+
+
+def _in_background_as_tf(hook, session, graph):
+  """Whether the start's graph files of this hook can be written in the
+  background exactly as TF writes them in place."""
+  # pylint: disable=protected-access
+  return (graph.finalized and _saves_graph_def(hook) and session.graph is graph and
+          type(hook._get_saver()) is saver_lib.Saver and
+          not _tensorflow.SAVER_SAVE_LOGS_CHECKPOINT_FILES and
+          getattr(hook, '_fastmts_async', None) is None)
+
+
+def _start_in_background(hook, session, graph, graph_def):
+  """TF's after_create_session up to its save, the files written in the
+  background (graph_files): the messages built from the graph now, the
+  files opened and the records' places reserved here, where TF would fail;
+  their bytes serialized, printed and written by a graph_files.Batch. The
+  first save's .meta follows in the same batch (_first_meta). False, with
+  nothing done, where that cannot be exactly TF's; or, when the meta graph
+  record was built but cannot be reused, that record without its GraphDef."""
+  # pylint: disable=protected-access
+  if not _in_background_as_tf(hook, session, graph) or not graph_files.worth_it(graph_def):
+    return False
+  saver = hook._get_saver()
+  shell = graph_events.meta_graph_shell(graph_def, saver_def=saver.saver_def)
+  if not _built_quietly(graph, shell):
+    return shell
+  pbtxt = graph_io.open_file(hook._checkpoint_dir, 'graph.pbtxt')
+  if pbtxt is None:
+    return False
+  graph_record = graph_events.reserve_graph(hook._summary_writer, graph)
+  meta_record = None if graph_record is None else event_file_writer.reserve(
+      hook._summary_writer, event_file_writer.META_GRAPH_DEF)
+  if meta_record is None:
+    pbtxt.abort()
+    if graph_record is not None:
+      graph_record.drop()
+    return False
+  fingerprint = _fingerprint(graph, saver)
+  batch = graph_files.Batch()
+  held = [graph_def]  # let go of as soon as serialized (the caller's too)
+
+  def graph_files_job():
+    # One serialization of the GraphDef for graph.pbtxt and both records
+    # (deterministic: one of the serializations TF's may give, the same
+    # messages), its text streamed to the file after the records.
+    serialized = held.pop().SerializePartialToString(deterministic=True)
+    graph_record.fill(serialized)
+    meta = graph_events.meta_graph_bytes(shell, serialized)
+    meta_record.fill(meta)
+    _meta_graphs[hook] = (fingerprint, meta)
+    del meta
+    graph_io.write_text(pbtxt, serialized)
+
+  batch.add(graph_files_job, lambda: (graph_record.drop(), meta_record.drop(), pbtxt.abort()))
+  _first_meta[hook] = lambda checkpoint_file: _first_meta_file(batch, hook, checkpoint_file)
+  return True
+
+
+def _first_meta_file(batch, hook, checkpoint_file):
+  """The first save's .meta, after its checkpoint: opened now, written by
+  `batch` once the meta graph is serialized; the batch ends with it."""
+  if checkpoint_file is None:
+    batch.end()
+    return
+  try:
+    filename = _tensorflow.checkpoint_management.meta_graph_filename(
+        checkpoint_file, meta_graph_suffix='meta')
+    meta_file = graph_io.open_file(os.path.dirname(filename), os.path.basename(filename))
+  except BaseException:
+    batch.end()
+    raise
+  if meta_file is None:  # written in place, as TF writes it (its error, if any)
+    batch.end()
+    graph_files.wait_and_raise()
+    write_meta_graph(checkpoint_file, _meta_graphs[hook][1])
+    return
+  batch.add(lambda: graph_io.write_bytes(meta_file, _meta_graphs[hook][1]), meta_file.abort)
+  batch.end()
 
 
 def _built_quietly(graph, meta_graph_def):
@@ -107,6 +205,7 @@ def _built_quietly(graph, meta_graph_def):
 def end(hook, session):
   """TF's CheckpointSaverHook.end (with any asynchronous write waited for)."""
   # pylint: disable=protected-access
+  graph_files.wait_and_raise()
   writes = getattr(hook, '_fastmts_async', None)
   if writes is not None:
     writes.deliver(wait=True)
@@ -119,11 +218,15 @@ def end(hook, session):
     listener.end(session, last_step)
 
 
-def save(hook, session, step):
+def save(hook, session, step, first=False):
   """TF's CheckpointSaverHook._save: saves, returns should_stop. With
   asynchronous checkpoints (async_checkpoint.py) the previous write's
-  after_save is delivered first and this one's once it is written."""
+  after_save is delivered first and this one's once it is written. A save
+  but the `first` of a session's start waits for the start's graph files
+  (graph_files), so that no checkpoint names a file not on disk yet."""
   # pylint: disable=protected-access
+  if not first:
+    graph_files.wait_and_raise()
   writes = getattr(hook, '_fastmts_async', None)
   should_stop = writes is not None and writes.deliver(wait=True)
   if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:  # TF 2.4 and later
@@ -180,6 +283,10 @@ def _saver_save(hook, session, step):
                write_meta_graph=_saves_graph_def(hook))
     return
   saver.save(session, hook._save_path, global_step=step, write_meta_graph=False)
+  first_meta = _first_meta.pop(hook, None)
+  if first_meta is not None:  # the start's: written in the background
+    first_meta(_checkpoint_file(saver, hook._save_path, step))
+    return
   # Saver.save's own meta graph step, after the checkpoint and its state file.
   write_meta_graph(_checkpoint_file(saver, hook._save_path, step),
                    meta_graph_bytes(hook, saver, graph))

@@ -137,6 +137,7 @@ def summary_writer_of(file_writer):
 _GRAPH_DEF = event_pb2.Event.GRAPH_DEF_FIELD_NUMBER
 _META_GRAPH_DEF = event_pb2.Event.META_GRAPH_DEF_FIELD_NUMBER
 _SESSION_LOG = event_pb2.Event.SESSION_LOG_FIELD_NUMBER
+GRAPH_DEF, META_GRAPH_DEF = _GRAPH_DEF, _META_GRAPH_DEF  # for reserve()
 
 
 def _written_natively(file_writer, field, message, global_step=None):
@@ -150,6 +151,18 @@ def _written_natively(file_writer, field, message, global_step=None):
   native.add_serialized(field, message.SerializeToString(),
                         0 if global_step is None else int(global_step))
   return True
+
+
+def reserve(file_writer, field):
+  """The place in `file_writer`'s event file of the record of the Event's
+  `field` (_GRAPH_DEF or _META_GRAPH_DEF) TF's `_add_event` would add now:
+  a _native.PendingEvent whose fill(payload) writes the record there (the
+  Event made with this moment's wall time), or drop() none. None when TF's
+  Python must write it (as _written_natively)."""
+  native = summary_writer_of(file_writer)
+  if native is None or native.events.closed or getattr(file_writer, '_closed', False):
+    return None
+  return native.reserve_serialized(field, 0)
 
 
 def add_session_log(file_writer, session_log, global_step=None):

@@ -17,6 +17,8 @@ fastmts runs on) and lean on two of its private methods,
 (_tensorflow.FILE_WRITER_ADDS_GRAPH_IN_PARTS). A writer whose class overrides any of the methods
 involved, or a FileWriterCache someone replaced, gets TF's own calls.
 """
+from tensorflow.core.framework import graph_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.summary.writer import writer as _tf_writer
@@ -25,6 +27,7 @@ from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 
 from fastmts import _tensorflow
 from fastmts.file_formats import event_file_writer
+from fastmts.file_formats import graph_files
 
 _Transformer = _tf_writer.SummaryToEventTransformer
 # The methods TF's add_graph(graph) runs; a subclass overriding any of them
@@ -51,10 +54,78 @@ def add_graph(writer, graph, graph_def):
   event_file_writer.add_graph_def(writer, graph_def)
 
 
+def reserve_graph(writer, graph):
+  """The first half of add_graph(writer, graph, graph_def), in the caller:
+  the plugin assets written and the graph record's place reserved (a
+  _native.PendingEvent to fill with the GraphDef's bytes). None when the
+  record cannot be reserved: add_graph then."""
+  if not _writes_as_tf(writer):
+    return None
+  record = event_file_writer.reserve(writer, event_file_writer.GRAPH_DEF)
+  if record is None:
+    return None
+  try:
+    writer._write_plugin_assets(graph)  # pylint: disable=protected-access
+  except BaseException:
+    record.drop()
+    raise
+  return record
+
+
+def meta_graph_shell(graph_def, saver_def=None):
+  """create_meta_graph_def(graph_def=graph_def, saver_def=saver_def) of the
+  default graph as it is now, without its graph_def (MetaGraphDef field 2):
+  the rest (the stripped op list, from graph_def; the SaverDef; the
+  collections) is built now, and graph_def's bytes go in later
+  (meta_graph_bytes), without a copy of graph_def."""
+  meta_info_def = meta_graph_pb2.MetaGraphDef.MetaInfoDef()
+  meta_info_def.stripped_op_list.MergeFrom(meta_graph.stripped_op_list_for_graph(graph_def))
+  shell = meta_graph.create_meta_graph_def(
+      meta_info_def=meta_info_def, graph_def=graph_pb2.GraphDef(versions=graph_def.versions),
+      saver_def=saver_def)
+  shell.ClearField('graph_def')
+  return shell
+
+
+def meta_graph_bytes(shell, graph_def_bytes):
+  """The bytes of `shell` (meta_graph_shell) with the GraphDef whose bytes
+  are `graph_def_bytes` in its place, serialized as TF's write_graph
+  serializes the whole (fields in number order: the GraphDef, field 2, after
+  the MetaInfoDef, field 1)."""
+  rest = _tensorflow.serialize_as_write_graph(shell)
+  end = 0
+  if rest[:1] == b'\x0a':  # meta_info_def: its tag, its length, its bytes
+    length, end = _read_varint(rest, 1)
+    end += length
+  return b''.join((rest[:end], b'\x12', _varint(len(graph_def_bytes)), graph_def_bytes, rest[end:]))
+
+
+def _varint(value):
+  out = bytearray()
+  while value >= 0x80:
+    out.append((value & 0x7f) | 0x80)
+    value >>= 7
+  out.append(value)
+  return bytes(out)
+
+
+def _read_varint(data, pos):
+  value = shift = 0
+  while True:
+    byte = data[pos]
+    pos += 1
+    value |= (byte & 0x7f) << shift
+    shift += 7
+    if byte < 0x80:
+      return value, pos
+
+
 def _new_file_writer(logdir, graph):
   """FileWriter(logdir, graph=graph): the writer (its event file and the
   file-version record), then the graph and the meta graph records, as TF's
-  constructor writes them, from one GraphDef."""
+  constructor writes them, from one GraphDef: taken from the graph now, the
+  records' places reserved, serialized and written in the background
+  (graph_files)."""
   writer = _tf_writer.FileWriter(logdir)
   if not _writes_as_tf(writer):  # not reached with TF's FileWriter
     writer.add_graph(graph)
@@ -62,8 +133,34 @@ def _new_file_writer(logdir, graph):
         graph_def=graph.as_graph_def(add_shapes=True)))
     return writer
   graph_def = graph.as_graph_def(add_shapes=True)
-  add_graph(writer, graph, graph_def)
-  event_file_writer.add_meta_graph(writer, meta_graph.create_meta_graph_def(graph_def=graph_def))
+  graph_record = reserve_graph(writer, graph) if graph_files.worth_it(graph_def) else None
+  if graph_record is None:
+    add_graph(writer, graph, graph_def)
+    event_file_writer.add_meta_graph(writer, meta_graph.create_meta_graph_def(graph_def=graph_def))
+    return writer
+  meta_record = None
+  try:
+    meta_record = event_file_writer.reserve(writer, event_file_writer.META_GRAPH_DEF)
+    if meta_record is None:
+      raise RuntimeError('not reached: the writer was open a moment ago')
+    # The collections as they are now: built here, serialized later.
+    shell = meta_graph_shell(graph_def)
+  except BaseException:
+    graph_record.drop()
+    if meta_record is not None:
+      meta_record.drop()
+    raise
+  batch = graph_files.Batch()
+  held = [graph_def]  # let go of as soon as serialized
+  del graph_def
+
+  def fill_both():
+    serialized = held.pop().SerializePartialToString(deterministic=True)
+    graph_record.fill(serialized)
+    meta_record.fill(meta_graph_bytes(shell, serialized))
+
+  batch.add(fill_both, lambda: (graph_record.drop(), meta_record.drop()))
+  batch.end()
   return writer
 
 

@@ -16,6 +16,7 @@ from fastmts import _native
 from fastmts import _tensorflow
 from fastmts.file_formats import text_format_schema
 from tensorflow.core.framework import attr_value_pb2
+from tensorflow.core.framework import graph_pb2
 from tensorflow.core.framework import node_def_pb2
 from tensorflow.core.framework import tensor_pb2
 from tensorflow.python.framework import graph_io as _tf_graph_io
@@ -120,3 +121,55 @@ def _write(contents, logdir, name):
   path = os.path.join(logdir, name)
   file_io.atomic_write_string_to_file(path, contents)
   return path
+
+
+def open_file(logdir, name):
+  """The first, synchronous half of write_graph's write to logdir/name: the
+  directory made as write_graph makes it (TF's error if it cannot be), and
+  the file's temporary opened (a _native.AtomicFile). None when the
+  temporary cannot be made: write_graph, called then, fails as TF fails (or
+  writes where the native file could not)."""
+  if sys.byteorder == 'big' or not _is_local(logdir):
+    return None
+  if not (_tensorflow.WRITE_GRAPH_CHECKS_FILE_EXISTS and file_io.file_exists(logdir)):
+    file_io.recursive_create_dir(logdir)
+  path = os.path.join(logdir, name)
+  if os.path.isdir(path):  # the rename would fail: TF's write fails now, with its error
+    return None
+  try:
+    return _native.AtomicFile(path)
+  except OSError:
+    return None
+
+
+def _is_local(logdir):
+  # A plain path: anything with a scheme (gs://, file://) is TF's file systems'.
+  return '://' not in logdir
+
+
+def write_text(file, serialized):
+  """The second half, in any thread: the text of the GraphDef whose bytes
+  are `serialized` (its SerializePartialToString(deterministic=True)) as
+  write_graph(as_text=True) prints it, streamed into `file` (from
+  open_file) and committed."""
+  float_format = _TF_FLOAT_FORMAT
+  schema = (text_format_schema.native_schema(graph_pb2.GraphDef.DESCRIPTOR)
+            if float_format in _NATIVE_FLOAT_FORMATS else None)
+  if schema is not None:
+    try:
+      _native.text_format_to_file(schema, serialized, _AS_UTF8, float_format == '', file)
+      file.commit()
+      return
+    except ValueError:  # what the native printer does not reproduce: text_format's text
+      file.abort()
+      file = _native.AtomicFile(file.path)
+  text = message_to_text(graph_pb2.GraphDef.FromString(serialized), float_format)
+  file.write(text.encode('utf-8'))
+  file.commit()
+
+
+def write_bytes(file, contents):
+  """The second half of write_serialized_graph, in any thread: `contents`
+  into `file` (from open_file), committed."""
+  file.write(contents)
+  file.commit()

@@ -1,0 +1,135 @@
+"""The graph files of a session's start, written in the background.
+
+At a session's start TF writes files nothing reads before training:
+graph.pbtxt, the graph and meta graph event records, the first checkpoint's
+`.meta`. On a graph with large constants they are most of the start (TF
+writes 532 MB for 64 MB of constants). fastmts does the cheap part of each
+at once, in the caller, where TF would fail (the directory made, the file
+opened, the record's place taken in the event file's queue, every message
+built from the graph as it is then), and the rest in a thread of its own:
+serializing, printing the text and writing. So:
+
+- the files are TF's, byte for byte; each record keeps its place in the
+  event file (the native writer waits at a record not filled yet, so a
+  summary added meanwhile still lands after it);
+- each file is written to an unnamed temporary (cpp/core/file_formats/
+  atomic_file.h) and renamed, so it is on disk whole or not at all, even in
+  a process killed meanwhile;
+- everything is on disk before the session's `close()` returns, before a
+  later checkpoint is saved, and before the interpreter exits (the thread
+  is not a daemon);
+- an error met in the background is raised by the next of those waits
+  (`wait_all`), not lost.
+"""
+import os
+import queue
+import threading
+
+from tensorflow.python.platform import tf_logging as logging
+
+# A GraphDef smaller than this (serialized) has its files written in place,
+# as TF writes them: on a 7,000-op graph (2 MB) they take some 0.1 s, which a
+# thread competing for the GIL with the first steps would not save. Tests
+# set it to 0, so that every graph takes the background path.
+MIN_BYTES = 8 << 20
+
+_lock = threading.Lock()
+_batches = []  # started and not waited for yet
+_errors = []  # met in the background, not raised yet
+
+
+class Batch:
+  """Jobs run one after the other on a thread of their own. A job is a
+  (run, give_up) pair: `give_up` is called instead of `run` once an earlier
+  job failed, and after `run` fails (it must leave nothing half done: a
+  reserved record dropped, a temporary removed)."""
+
+  def __init__(self):
+    self._jobs = queue.SimpleQueue()
+    self._thread = threading.Thread(target=self._run, name='fastmts-graph-files')
+    self._thread.start()
+    with _lock:
+      _batches.append(self)
+
+  def add(self, run, give_up=None):
+    """Queues a job, to run after those added before."""
+    self._jobs.put((run, give_up))
+
+  def end(self):
+    """No more jobs: the thread ends once those added are done."""
+    self._jobs.put(None)
+
+  def _run(self):
+    _yield_to_training()
+    failed = False
+    while True:
+      job = self._jobs.get()
+      if job is None:
+        return
+      run, give_up = job
+      del job
+      if not failed:
+        try:
+          run()
+          continue
+        except BaseException as error:  # pylint: disable=broad-except
+          failed = True
+          with _lock:
+            _errors.append(error)
+      if give_up is not None:
+        try:
+          give_up()
+        except Exception:  # pylint: disable=broad-except
+          logging.exception('fastmts: giving up a graph file failed')
+
+  def join(self):
+    """Returns once the thread ended (end() called, the jobs done)."""
+    self._thread.join()
+
+
+def _yield_to_training():
+  """The calling thread (Linux: a thread's own nice value) gives way to the
+  training thread when both want a core: the files are not what a step waits for."""
+  try:
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+  except (AttributeError, OSError):
+    pass
+
+
+def worth_it(graph_def):
+  """Whether graph_def's files are large enough to write in the background."""
+  return graph_def.ByteSize() >= MIN_BYTES
+
+
+def wait_all():
+  """Returns once every batch started so far is done (their errors kept for
+  raise_error)."""
+  with _lock:
+    batches = list(_batches)
+  for batch in batches:
+    batch.join()
+  with _lock:
+    for batch in batches:
+      if batch in _batches:
+        _batches.remove(batch)
+
+
+def raise_error():
+  """Raises the first error a background write met and nobody was told of."""
+  with _lock:
+    if not _errors:
+      return
+    error = _errors.pop(0)
+  raise error
+
+
+def wait_and_raise():
+  """wait_all(), then raise_error()."""
+  wait_all()
+  raise_error()
+
+
+def pending():
+  """Whether a batch may still be writing."""
+  with _lock:
+    return bool(_batches)

@@ -1,0 +1,200 @@
+"""The graph files of a session's start, written in the background
+(file_formats/graph_files.py), side by side with TF, which writes them before
+MonitoredTrainingSession returns.
+
+After close() the files are TF's; a summary written right after creation
+lands after the graph records; an error TF raises at creation is raised at
+creation; a process killed just after creation leaves no partial file; and
+TensorBoard's EventAccumulator reads the same graph. The byte comparisons of
+every file are those of test_start_records.py and test_graph_pbtxt.py, which
+run the same path.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from google.protobuf import text_format
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
+
+from compat_utils import Raised, child_env, outcome
+from test_start_records import _event_records, _message_text
+
+v1 = tf.compat.v1
+
+pytestmark = pytest.mark.timeout(180)
+
+_KWARGS = dict(save_summaries_steps=None, log_step_count_steps=None)
+
+
+def _graph(constant_mb=1):
+  """A few layers, a constant of `constant_mb` MB (random bytes: its text
+  is long) and the global step."""
+  gs = v1.train.get_or_create_global_step()
+  values = np.random.RandomState(0).rand(constant_mb * 2 ** 18).astype(np.float32)
+  h = tf.reshape(tf.reduce_sum(tf.constant(values, name='big')), [1, 1])
+  for i in range(3):
+    w = v1.get_variable('w%d' % i, [1, 1], initializer=v1.ones_initializer())
+    h = tf.matmul(h, w)
+    v1.summary.scalar('s%d' % i, tf.reduce_sum(h))
+  with tf.control_dependencies([h]):
+    return v1.assign_add(gs, 1)
+
+
+def _files(workdir):
+  return sorted(name for name in os.listdir(workdir) if not name.startswith('events.'))
+
+
+def _flush(workdir):
+  writer = v1.summary.FileWriterCache._cache.get(workdir)  # pylint: disable=protected-access
+  if writer is not None:
+    writer.flush()
+
+
+def test_files_on_disk_when_close_returns(check):
+  """Right after close() (nothing flushed nor waited for), the directory
+  holds TF's files, graph.pbtxt and the .meta files whole."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train = _graph()
+      sess = impl.MonitoredTrainingSession(checkpoint_dir=workdir, **_KWARGS)
+      sess.run(train)
+      sess.close()
+      names = _files(workdir)
+      pbtxt = text_format.Parse(open(os.path.join(workdir, 'graph.pbtxt')).read(),
+                                graph_pb2.GraphDef())
+      meta = meta_graph_pb2.MetaGraphDef.FromString(
+          open(os.path.join(workdir, 'model.ckpt-0.meta'), 'rb').read())
+      return names, _message_text(pbtxt), _message_text(meta)
+
+  names = check(scenario)[0]
+  assert 'graph.pbtxt' in names and 'model.ckpt-0.meta' in names
+
+
+def test_summary_right_after_creation_lands_after_the_graph_records(check):
+  """A summary added to the hooks' writer as soon as the session exists
+  comes after the graph and meta graph records in the event file, as in TF
+  (fastmts reserved their places at creation)."""
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train = _graph(constant_mb=4)
+      sess = impl.MonitoredTrainingSession(checkpoint_dir=workdir, **_KWARGS)
+      summary = tf.compat.v1.Summary(value=[tf.compat.v1.Summary.Value(tag='now',
+                                                                       simple_value=1.0)])
+      v1.summary.FileWriterCache.get(workdir).add_summary(summary, 0)
+      sess.run(train)
+      sess.close()
+      _flush(workdir)
+      records = _event_records(workdir, workdir)
+      return [[(kind, step) for kind, step, _ in events] for events in records], records
+
+  kinds, _ = check(scenario)
+  flat = [kind for kind, _ in kinds[0]]
+  assert flat.index('summary') > max(i for i, k in enumerate(flat) if k == 'meta_graph_def')
+
+
+def test_event_accumulator_reads_the_same_graph(check):
+  """TensorBoard's EventAccumulator finds the same graph and meta graph."""
+  event_accumulator = pytest.importorskip(
+      'tensorboard.backend.event_processing.event_accumulator')
+
+  def scenario(impl, workdir):
+    with tf.Graph().as_default():
+      train = _graph()
+      with impl.MonitoredTrainingSession(checkpoint_dir=workdir, **_KWARGS) as sess:
+        sess.run(train)
+      _flush(workdir)
+    accumulator = event_accumulator.EventAccumulator(workdir)
+    accumulator.Reload()
+    return _message_text(accumulator.Graph()), _message_text(accumulator.MetaGraph())
+
+  check(scenario)
+
+
+@pytest.mark.parametrize('where', ['under_a_file', 'pbtxt_is_a_directory'])
+def test_unwritable_directory_raises_at_creation(check, where):
+  """Where TF raises at creation, fastmts raises the same error there."""
+
+  def scenario(impl, workdir):
+    if where == 'under_a_file':
+      open(os.path.join(workdir, 'file'), 'w').close()
+      directory = os.path.join(workdir, 'file', 'ckpt')
+    else:
+      directory = workdir
+      os.makedirs(os.path.join(workdir, 'graph.pbtxt', 'x'))
+    with tf.Graph().as_default():
+      _graph()
+      made = outcome(impl.MonitoredTrainingSession, checkpoint_dir=directory, **_KWARGS)
+      if not isinstance(made, Raised):
+        made.close()
+        return 'created'
+      return made.type, sorted(os.listdir(workdir))
+
+  assert check(scenario) != 'created'
+
+
+_CHILD = textwrap.dedent('''
+    import os, sys, time
+    import numpy as np
+    import tensorflow as tf
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    impl = v1.train
+    if sys.argv[1] == 'fastmts':
+      import fastmts as impl
+    values = np.random.RandomState(0).rand(16 * 2 ** 18).astype(np.float32)
+    total = tf.reduce_sum(tf.constant(values))
+    gs = v1.train.get_or_create_global_step()
+    with tf.control_dependencies([total]):
+      train = v1.assign_add(gs, 1)
+    sess = impl.MonitoredTrainingSession(checkpoint_dir=sys.argv[2], save_summaries_steps=None,
+                                         log_step_count_steps=None)
+    print('created', flush=True)
+    while True:
+      sess.run(train)
+      time.sleep(0.01)
+''')
+
+
+def _killed_after_creation(impl_name, workdir):
+  """The files a child leaves when killed (SIGKILL) 0.5 s after its
+  session's creation returned, each checked whole: the names."""
+  child = subprocess.Popen([sys.executable, '-c', _CHILD, impl_name, workdir],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(),
+                           text=True)
+  try:
+    assert child.stdout.readline().strip() == 'created'
+    time.sleep(0.5)
+  finally:
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    child.stdout.close()
+  names = sorted(os.listdir(workdir))
+  if 'graph.pbtxt' in names:
+    text_format.Parse(open(os.path.join(workdir, 'graph.pbtxt')).read(), graph_pb2.GraphDef())
+  for name in names:
+    if name.endswith('.meta'):
+      meta_graph_pb2.MetaGraphDef.FromString(open(os.path.join(workdir, name), 'rb').read())
+  return names
+
+
+def test_killed_just_after_creation_leaves_no_partial_file(tmp_path, fastmts):
+  """A process killed 0.5 s after creation: each graph file is whole or
+  absent (no temporary either: TF's own, killed there, leaves none, its
+  files written before creation returned), the checkpoint of step 0 whole."""
+  del fastmts
+  for impl_name in ('tf', 'fastmts'):
+    workdir = str(tmp_path / impl_name)
+    os.makedirs(workdir)
+    names = _killed_after_creation(impl_name, workdir)
+    assert not [name for name in names if '.tmp' in name], (impl_name, names)
+    assert {'checkpoint', 'model.ckpt-0.index'} <= set(names), (impl_name, names)
+    v1.train.NewCheckpointReader(os.path.join(workdir, 'model.ckpt-0'))
