@@ -1,6 +1,7 @@
 // The file written whole or not at all (core/file_formats/atomic_file.h):
 // nothing in the directory until commit(), then the file under its name
 // (replacing an older one); abort() and the destructor leave nothing.
+#include "tests/test_bytes.h"
 #include "core/file_formats/atomic_file.h"
 
 #include <dirent.h>
@@ -17,6 +18,8 @@
 namespace fastmts {
 namespace {
 
+using testing::read_file;
+
 std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> names;
   DIR* d = opendir(dir.c_str());
@@ -26,13 +29,6 @@ std::vector<std::string> names_in(const std::string& dir) {
   }
   closedir(d);
   return names;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
 }
 
 class AtomicFileTest : public ::testing::Test {

@@ -3,6 +3,7 @@
 // flush writes everything queued before it; a file that cannot be made
 // drops the event and the next one tries again; close() ends the queue and
 // reopen() starts a new file; a file that cannot be opened is an error.
+#include "tests/test_bytes.h"
 #include "core/file_formats/event_writer.h"
 
 #include <gtest/gtest.h>
@@ -23,12 +24,7 @@
 namespace fastmts {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
+using testing::read_file;
 
 // A fresh directory, and the `create_file` of an EventWriter that makes
 // numbered files in it, each starting with a first record, as TF's
