@@ -29,17 +29,38 @@ except Exception as _e:  # pylint: disable=broad-except
 
 _NOTHING = object()
 
+if _fastmts is not None:
+  from fastmts.file_formats import graph_files as _graph_files  # pylint: disable=g-import-not-at-top
+  _DEFAULT_MIN_BYTES = _graph_files.MIN_BYTES
+
 
 @pytest.fixture(autouse=True)
 def _graph_files_in_the_background():
   """Every graph's start files take the background path (graph_files), the
-  small graphs of the tests included."""
+  small graphs of the tests included (graph_files_path below runs a
+  module's tests on both paths)."""
   if _fastmts is None:
     yield
     return
   from fastmts.file_formats import graph_files  # pylint: disable=g-import-not-at-top
   saved, graph_files.MIN_BYTES = graph_files.MIN_BYTES, 0
   yield
+  graph_files.MIN_BYTES = saved
+
+
+@pytest.fixture(params=['background', 'in place'])
+def graph_files_path(request):
+  """The start's graph files written in the background (every graph), or in
+  place (graph_files' own threshold: a test's graph is below it), as a user's
+  small graph has them. A module whose files are the point runs on both:
+  pytestmark = pytest.mark.usefixtures('graph_files_path')."""
+  if _fastmts is None:
+    yield request.param
+    return
+  from fastmts.file_formats import graph_files  # pylint: disable=g-import-not-at-top
+  saved = graph_files.MIN_BYTES
+  graph_files.MIN_BYTES = 0 if request.param == 'background' else _DEFAULT_MIN_BYTES
+  yield request.param
   graph_files.MIN_BYTES = saved
 
 

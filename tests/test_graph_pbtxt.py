@@ -13,7 +13,8 @@ from compat_utils import outcome, save_graph_def_kwargs, without_random_file_nam
 
 v1 = tf.compat.v1
 
-pytestmark = pytest.mark.timeout(120)
+# The start's files on both of graph_files' paths (conftest).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures('graph_files_path')]
 
 
 def _graph_with_summaries_and_queue():

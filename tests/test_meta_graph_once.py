@@ -16,7 +16,8 @@ from compat_utils import ckpt_files, same_meta_graph, save_graph_def_kwargs
 
 v1 = tf.compat.v1
 
-pytestmark = pytest.mark.timeout(120)
+# The start's files on both of graph_files' paths (conftest).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures('graph_files_path')]
 
 
 def _graph():

@@ -135,6 +135,25 @@ def test_graph_def_serialized_in_pieces_is_protobufs_serialization():
           graph_def.SerializePartialToString(deterministic=True))
 
 
+def test_background_path_chosen_from_the_graph(monkeypatch):
+  """graph_files.worth_it_graph decides from the graph's operations, without
+  computing the GraphDef, what worth_it decides from the GraphDef: 9 MB of
+  constants go to the background, 1 MB does not; a graph estimated past
+  MAX_BACKGROUND_BYTES (TF refuses a GraphDef over 2 GB, at creation) has
+  its GraphDef computed in place."""
+  from fastmts.file_formats import graph_files  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(graph_files, 'MIN_BYTES', 8 << 20)
+  for constant_mb, expected in ((9, True), (1, False)):
+    with tf.Graph().as_default() as graph:
+      _graph(constant_mb)
+      assert graph_files.worth_it_graph(graph) is expected
+      assert graph_files.worth_it(graph.as_graph_def()) is expected
+  monkeypatch.setattr(graph_files, 'MAX_BACKGROUND_BYTES', 4 << 20)
+  with tf.Graph().as_default() as graph:
+    _graph(9)
+    assert graph_files.worth_it_graph(graph) is False
+
+
 @pytest.mark.parametrize('where', ['under_a_file', 'pbtxt_is_a_directory'])
 def test_unwritable_directory_raises_at_creation(check, where):
   """Where TF raises at creation, fastmts raises the same error there."""

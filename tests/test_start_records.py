@@ -34,7 +34,8 @@ from hook_test_utils import tf_log
 
 v1 = tf.compat.v1
 
-pytestmark = pytest.mark.timeout(120)
+# The start's files on both of graph_files' paths (conftest).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures('graph_files_path')]
 
 
 class _Asset(plugin_asset.PluginAsset):

@@ -72,10 +72,8 @@ def after_create_session(hook, session):
   global_step = session.run(hook._global_step_tensor)
   graph = ops.get_default_graph()
   once = graph.finalized
-  graph_def = graph.as_graph_def(add_shapes=True)
-  started = _start_in_background(hook, session, graph, graph_def)
+  started = _start_in_background(hook, session, graph)
   if started is True:
-    del graph_def  # the background's now
     try:
       save(hook, session, global_step, first=True)
     finally:
@@ -84,6 +82,7 @@ def after_create_session(hook, session):
         unsaved(None)
     hook._timer.update_last_triggered_step(global_step)
     return
+  graph_def = graph.as_graph_def(add_shapes=True)
   if _saves_graph_def(hook):
     graph_io.write_graph(graph_def, hook._checkpoint_dir, 'graph.pbtxt')
     if not once:
@@ -92,8 +91,9 @@ def after_create_session(hook, session):
   saver_def = saver.saver_def if saver else None
   if started is False:
     meta_graph_def = meta_graph.create_meta_graph_def(graph_def=graph_def, saver_def=saver_def)
-  else:  # built already (its warnings logged): the shell and the GraphDef
+  else:  # built already (its warnings logged): the shell, completed
     meta_graph_def = started
+    graph_events.complete_shell(meta_graph_def, graph_def)
     meta_graph_def.graph_def.CopyFrom(graph_def)
   if once:
     graph_events.add_graph(hook._summary_writer, graph, graph_def)
@@ -120,19 +120,21 @@ def _in_background_as_tf(hook, session, graph):
           getattr(hook, '_fastmts_async', None) is None)
 
 
-def _start_in_background(hook, session, graph, graph_def):
+def _start_in_background(hook, session, graph):
   """TF's after_create_session up to its save, the files written in the
-  background (graph_files): the messages built from the graph now, the
-  files opened and the records' places reserved here, where TF would fail;
-  their bytes serialized, printed and written by a graph_files.Batch. The
-  first save's .meta follows in the same batch (_first_meta). False, with
-  nothing done, where that cannot be exactly TF's; or, when the meta graph
-  record was built but cannot be reused, that record without its GraphDef."""
+  background (graph_files): the files opened, the records' places reserved
+  and the meta graph's collections built here, where TF would fail or they
+  could still change; the GraphDef computed (the graph is finalized: it is
+  the same later), serialized, printed and written by a graph_files.Batch.
+  The first save's .meta follows in the same batch (_first_meta). False,
+  with nothing done, where that cannot be exactly TF's; or, when the meta
+  graph record was built but cannot be reused, that record without what
+  comes from the GraphDef (graph_events.meta_graph_shell)."""
   # pylint: disable=protected-access
-  if not _in_background_as_tf(hook, session, graph) or not graph_files.worth_it(graph_def):
+  if not _in_background_as_tf(hook, session, graph) or not graph_files.worth_it_graph(graph):
     return False
   saver = hook._get_saver()
-  shell = graph_events.meta_graph_shell(graph_def, saver_def=saver.saver_def)
+  shell = graph_events.meta_graph_shell(graph, saver_def=saver.saver_def)
   if not _built_quietly(graph, shell):
     return shell
   pbtxt = graph_io.open_file(hook._checkpoint_dir, 'graph.pbtxt')
@@ -148,13 +150,15 @@ def _start_in_background(hook, session, graph, graph_def):
     return False
   fingerprint = _fingerprint(graph, saver)
   batch = graph_files.Batch()
-  held = [graph_def]  # let go of as soon as serialized (the caller's too)
 
   def graph_files_job():
-    # One serialization of the GraphDef for graph.pbtxt and both records
-    # (deterministic: one of the serializations TF's may give, the same
-    # messages), its text streamed to the file after the records.
-    serialized = graph_events.serialize_graph_def(held.pop())
+    # One GraphDef, one serialization of it (deterministic: one of the
+    # serializations TF's may give, the same messages) for graph.pbtxt and
+    # both records, its text streamed to the file after the records.
+    graph_def = graph.as_graph_def(add_shapes=True)
+    graph_events.complete_shell(shell, graph_def)
+    serialized = graph_events.serialize_graph_def(graph_def)
+    del graph_def
     graph_record.fill(serialized)
     meta = graph_events.meta_graph_bytes(shell, serialized)
     meta_record.fill(meta)

@@ -18,7 +18,6 @@ fastmts runs on) and lean on two of its private methods,
 involved, or a FileWriterCache someone replaced, gets TF's own calls.
 """
 from tensorflow.core.framework import graph_pb2
-from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.summary.writer import writer as _tf_writer
@@ -72,19 +71,24 @@ def reserve_graph(writer, graph):
   return record
 
 
-def meta_graph_shell(graph_def, saver_def=None):
-  """create_meta_graph_def(graph_def=graph_def, saver_def=saver_def) of the
-  default graph as it is now, without its graph_def (MetaGraphDef field 2):
-  the rest (the stripped op list, from graph_def; the SaverDef; the
-  collections) is built now, and graph_def's bytes go in later
-  (meta_graph_bytes), without a copy of graph_def."""
-  meta_info_def = meta_graph_pb2.MetaGraphDef.MetaInfoDef()
-  meta_info_def.stripped_op_list.MergeFrom(meta_graph.stripped_op_list_for_graph(graph_def))
+def meta_graph_shell(graph, saver_def=None):
+  """create_meta_graph_def(graph_def=graph.as_graph_def(add_shapes=True),
+  saver_def=saver_def) of `graph`, the default graph, as it is now, without
+  the two parts that come from the GraphDef: the GraphDef itself (field 2)
+  and the stripped op list. The rest (the SaverDef, every collection, TF's
+  version) is built now; complete_shell adds the op list later and
+  meta_graph_bytes the GraphDef's bytes, so that the GraphDef need not be
+  computed yet, nor copied."""
   shell = meta_graph.create_meta_graph_def(
-      meta_info_def=meta_info_def, graph_def=graph_pb2.GraphDef(versions=graph_def.versions),
-      saver_def=saver_def)
+      graph_def=graph_pb2.GraphDef(versions=graph.graph_def_versions), saver_def=saver_def)
   shell.ClearField('graph_def')
   return shell
+
+
+def complete_shell(shell, graph_def):
+  """Adds to `shell` (meta_graph_shell) the stripped op list of graph_def,
+  as create_meta_graph_def derives it."""
+  shell.meta_info_def.stripped_op_list.MergeFrom(meta_graph.stripped_op_list_for_graph(graph_def))
 
 
 def meta_graph_bytes(shell, graph_def_bytes):
@@ -168,7 +172,7 @@ def _new_file_writer(logdir, graph):
     if meta_record is None:
       raise RuntimeError('not reached: the writer was open a moment ago')
     # The collections as they are now: built here, serialized later.
-    shell = meta_graph_shell(graph_def)
+    shell = meta_graph_shell(graph)
   except BaseException:
     graph_record.drop()
     if meta_record is not None:
@@ -179,7 +183,10 @@ def _new_file_writer(logdir, graph):
   del graph_def
 
   def fill_both():
-    serialized = serialize_graph_def(held.pop())
+    graph_def = held.pop()
+    complete_shell(shell, graph_def)
+    serialized = serialize_graph_def(graph_def)
+    del graph_def
     graph_record.fill(serialized)
     meta_record.fill(meta_graph_bytes(shell, serialized))
 

@@ -7,7 +7,9 @@ writes 532 MB for 64 MB of constants). fastmts does the cheap part of each
 at once, in the caller, where TF would fail (the directory made, the file
 opened, the record's place taken in the event file's queue, every message
 built from the graph as it is then), and the rest in a thread of its own:
-serializing, printing the text and writing. So:
+serializing, printing the text and writing; and, where the graph is
+finalized already (the checkpoint's files, after the session's creation),
+computing its GraphDef too, which is the same then as later. So:
 
 - the files are TF's, byte for byte; each record keeps its place in the
   event file (the native writer waits at a record not filled yet, so a
@@ -109,6 +111,33 @@ def worth_it(graph_def):
       tensor = node.attr['value'].tensor
       size += len(tensor.tensor_content) or tensor.ByteSize()
   return size >= MIN_BYTES
+
+
+# A graph whose GraphDef may be this large (estimated) has it computed in
+# the caller even where the graph's files could be written in the
+# background: TF refuses a GraphDef over 2 GB (as_graph_def raises), and
+# raises it at the session's creation; the estimate is rough.
+MAX_BACKGROUND_BYTES = 3 << 29
+
+
+def worth_it_graph(graph):
+  """worth_it of graph.as_graph_def(), estimated from the graph's
+  operations without computing it (that alone costs 0.1 s for 64 MB of
+  constants): 100 bytes an operation, plus the bytes of each constant of a
+  known shape. False as well past MAX_BACKGROUND_BYTES."""
+  operations = graph.get_operations()
+  size = 100 * len(operations)
+  for operation in operations:
+    if size >= MAX_BACKGROUND_BYTES:
+      return False
+    if operation.type == 'Const':
+      size += _constant_bytes(operation.outputs[0])
+  return size >= MIN_BYTES
+
+
+def _constant_bytes(tensor):
+  """The bytes of a constant's values: a string's counted as none."""
+  return (tensor.shape.num_elements() or 0) * tensor.dtype.size
 
 
 def wait_all():
