@@ -24,7 +24,9 @@ peak RSS of the process (ru_maxrss), for:
   * floor: TF's session without checkpoint_dir, plus one synchronous
     Saver.save(sess, path, write_meta_graph=False) of the variables (the
     one write a chief must make before training for stock's durability),
-    counted in its creation.
+    counted in its creation. The Saver is the one that session's Scaffold
+    builds (as every MonitoredSession's does, with checkpoint_dir or not),
+    so its building is counted too.
 
 Then close: the close() that follows (for fastmts, what the graph files
 written in the background still need).
@@ -133,13 +135,11 @@ def _start_child(impl_name, graph_name, layers):
   with tf.Graph().as_default() as graph:
     train = build_graph(graph_name, layers)
     kwargs = dict(save_summaries_steps=None, log_step_count_steps=None)
-    if impl_name == 'floor':
-      saver = v1.train.Saver()
-      v1.add_to_collection(v1.GraphKeys.SAVERS, saver)  # the scaffold's saver, as stock's
     gc.collect()
     t0 = time.perf_counter()
     if impl_name == 'floor':
       sess = v1.train.MonitoredTrainingSession(**kwargs)
+      saver, = v1.get_collection(v1.GraphKeys.SAVERS)  # built by the session's Scaffold
       saver.save(sess._tf_sess(), os.path.join(directory, 'model.ckpt'), global_step=0,  # pylint: disable=protected-access
                  write_meta_graph=False)
     else:

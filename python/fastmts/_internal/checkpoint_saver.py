@@ -154,7 +154,7 @@ def _start_in_background(hook, session, graph, graph_def):
     # One serialization of the GraphDef for graph.pbtxt and both records
     # (deterministic: one of the serializations TF's may give, the same
     # messages), its text streamed to the file after the records.
-    serialized = held.pop().SerializePartialToString(deterministic=True)
+    serialized = graph_events.serialize_graph_def(held.pop())
     graph_record.fill(serialized)
     meta = graph_events.meta_graph_bytes(shell, serialized)
     meta_record.fill(meta)

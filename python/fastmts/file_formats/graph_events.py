@@ -100,6 +100,31 @@ def meta_graph_bytes(shell, graph_def_bytes):
   return b''.join((rest[:end], b'\x12', _varint(len(graph_def_bytes)), graph_def_bytes, rest[end:]))
 
 
+def serialize_graph_def(graph_def):
+  """graph_def.SerializePartialToString(deterministic=True), one node at a
+  time: the same bytes (a repeated field's elements are each tag, length,
+  bytes; field 1, the nodes, comes first), but a thread serializing a large
+  graph in the background holds the GIL for one node at most, not for the
+  whole graph, while the training thread wants it back after each of its own
+  calls into TF."""
+  pieces = []
+  for node in graph_def.node:
+    node_bytes = node.SerializePartialToString(deterministic=True)
+    pieces.append(b'\x0a' + _varint(len(node_bytes)))
+    pieces.append(node_bytes)
+    del node_bytes
+  rest = graph_pb2.GraphDef()
+  for field, value in graph_def.ListFields():
+    if field.name == 'node':
+      continue
+    if field.message_type is not None:
+      getattr(rest, field.name).CopyFrom(value)
+    else:
+      setattr(rest, field.name, value)
+  pieces.append(rest.SerializePartialToString(deterministic=True))
+  return b''.join(pieces)
+
+
 def _varint(value):
   out = bytearray()
   while value >= 0x80:
@@ -155,7 +180,7 @@ def _new_file_writer(logdir, graph):
   del graph_def
 
   def fill_both():
-    serialized = held.pop().SerializePartialToString(deterministic=True)
+    serialized = serialize_graph_def(held.pop())
     graph_record.fill(serialized)
     meta_record.fill(meta_graph_bytes(shell, serialized))
 

@@ -97,8 +97,18 @@ def _yield_to_training():
 
 
 def worth_it(graph_def):
-  """Whether graph_def's files are large enough to write in the background."""
-  return graph_def.ByteSize() >= MIN_BYTES
+  """Whether graph_def's files are large enough to write in the background:
+  its serialized size, estimated without serializing it (upb's ByteSize
+  does, 0.13 s for 64 MB of constants): 100 bytes a node, plus the bytes of
+  the constants, counted until the threshold is reached."""
+  size = 100 * len(graph_def.node)
+  for node in graph_def.node:
+    if size >= MIN_BYTES:
+      break
+    if 'value' in node.attr:
+      tensor = node.attr['value'].tensor
+      size += len(tensor.tensor_content) or tensor.ByteSize()
+  return size >= MIN_BYTES
 
 
 def wait_all():
