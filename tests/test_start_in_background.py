@@ -120,6 +120,21 @@ def test_event_accumulator_reads_the_same_graph(check):
   check(scenario)
 
 
+def test_graph_def_serialized_in_pieces_is_protobufs_serialization():
+  """The background serializes a GraphDef one node at a time: the bytes are
+  protobuf's own deterministic serialization of the whole (nodes, a function
+  library, the versions and the deprecated version field all set)."""
+  from fastmts.file_formats import graph_events  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default() as graph:
+    _graph()
+    graph_def = graph.as_graph_def(add_shapes=True)
+  graph_def.library.function.add().signature.name = 'f'
+  graph_def.version = 3
+  assert len(graph_def.node) > 10 and graph_def.versions.producer
+  assert (graph_events.serialize_graph_def(graph_def) ==
+          graph_def.SerializePartialToString(deterministic=True))
+
+
 @pytest.mark.parametrize('where', ['under_a_file', 'pbtxt_is_a_directory'])
 def test_unwritable_directory_raises_at_creation(check, where):
   """Where TF raises at creation, fastmts raises the same error there."""

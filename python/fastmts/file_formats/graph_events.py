@@ -112,7 +112,6 @@ def serialize_graph_def(graph_def):
     node_bytes = node.SerializePartialToString(deterministic=True)
     pieces.append(b'\x0a' + _varint(len(node_bytes)))
     pieces.append(node_bytes)
-    del node_bytes
   rest = graph_pb2.GraphDef()
   for field, value in graph_def.ListFields():
     if field.name == 'node':

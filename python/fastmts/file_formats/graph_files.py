@@ -28,7 +28,7 @@ import threading
 from tensorflow.python.platform import tf_logging as logging
 
 # A GraphDef smaller than this (serialized) has its files written in place,
-# as TF writes them: on a 7,000-op graph (2 MB) they take some 0.1 s, which a
+# as TF writes them: on a 7,000-op graph (0.6 MB) they take some 0.1 s, which a
 # thread competing for the GIL with the first steps would not save. Tests
 # set it to 0, so that every graph takes the background path.
 MIN_BYTES = 8 << 20
