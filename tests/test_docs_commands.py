@@ -227,12 +227,17 @@ def test_readme_main_job(command_env):
 
 
 def test_ci_runs_the_readme_test_command():
-  """CI runs the README's test command after installing its extras from scratch."""
+  """CI installs what the README's test command installs, the same extras, from the
+  wheel it built (with --only-binary, no compiler reachable), then runs the command."""
   ci = (ROOT / '.ci' / 'run').read_text()
   ci_lines = [re.sub(r'^python3? -m pip ', 'pip ', l.strip()).replace('python3 ', 'python ')
               for l in ci.splitlines() if not l.strip().startswith('#')]
-  for part in _readme_command('the test suite').split('&&'):
-    assert part.strip() in ci_lines, 'README test command step %r is not in .ci/run' % part
+  install, _, test = _readme_command('the test suite').rpartition('&&')
+  extras = re.search(r"^pip install '\.(\[[\w,]+\])'$", install.strip()).group(1)
+  wheel_install = re.compile(r"^\.ci/no_compiler python3? -m pip install --only-binary fastmts "
+                             r"--find-links \S+ 'fastmts%s'$" % re.escape(extras))
+  assert any(wheel_install.match(l) for l in ci_lines), 'no install of %s in .ci/run' % extras
+  assert test.strip() in ci_lines, 'README test command %r is not in .ci/run' % test
 
 
 # ---- Links and paths ------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The source tree keeps the shape its readers rely on (docs/design.md):
 cpp/ is its three layers, one folder each (core/, tf_access/, binding/),
-plus tests/ (the core's C++ unit tests); a layer's areas of their own sit
+plus tests/ (the core's C++ unit tests) and the CMakeLists.txt that builds them; a layer's areas of their own sit
 in subfolders (core/file_formats/, as python/fastmts/file_formats/);
 the native core knows nothing of Python and is a library of its own,
 bindings live in one file per area, files stay small or say why not, and
@@ -32,16 +32,21 @@ _TESTS = 'tests'
 _TESTS_INCLUDE = ('core', _TESTS)
 
 
+# The build: the top CMakeLists.txt (project, options), and cpp/CMakeLists.txt,
+# the targets, whose sources it names relative to cpp/.
+_CPP_CMAKE = 'CMakeLists.txt'
+
+
 def _cmake():
-  with open(os.path.join(_ROOT, 'CMakeLists.txt')) as f:
-    return f.read()
+  return _read(os.path.join(_ROOT, 'CMakeLists.txt')) + _read(os.path.join(_CPP, _CPP_CMAKE))
 
 
 def _sources_of(target_call):
   """The cpp/ files listed in the CMake call that starts with `target_call`."""
-  text = _cmake()
+  text = _read(os.path.join(_CPP, _CPP_CMAKE))
   start = text.index(target_call)
-  return re.findall(r'cpp/[\w./]+', text[start:text.index(')', start)])
+  return ['cpp/' + path for path in
+          re.findall(r'^\s*([\w/]+\.\w+)\s*$', text[start:text.index(')', start)], re.MULTILINE)]
 
 
 def _read(path):
@@ -83,13 +88,13 @@ def test_every_source_file_sits_in_a_layer_folder():
   """cpp/ holds the layer folders and tests/ only, each with its README.md,
   as does each area's subfolder; every source file sits directly in one of
   them."""
-  assert sorted(os.listdir(_CPP)) == sorted(list(_LAYERS) + [_TESTS])
+  assert sorted(os.listdir(_CPP)) == sorted(list(_LAYERS) + [_TESTS, _CPP_CMAKE])
   folders = list(_LAYERS) + [_TESTS] + ['%s/%s' % (layer, area)
                                           for layer, areas in _AREAS.items() for area in areas]
   for folder in folders:
     assert _read(os.path.join(_CPP, folder, 'README.md')).startswith('# cpp/' + folder)
   stray = [_relative(p) for p in glob.glob(os.path.join(_CPP, '**', '*'), recursive=True)
-           if not os.path.isdir(p) and _layer_of(p) is None]
+           if not os.path.isdir(p) and _layer_of(p) is None and _relative(p) != 'cpp/' + _CPP_CMAKE]
   assert not stray, 'files outside the layer folders: %s' % stray
 
 

@@ -65,7 +65,7 @@ from fastmts.patching import is_patched
 from fastmts.patching import patch
 from fastmts.patching import unpatch
 
-__version__ = '0.1.0'
+from fastmts._version import __version__
 
 __all__ = [
     'MonitoredTrainingSession', 'MonitoredSession', 'SingularMonitoredSession', 'Scaffold',
