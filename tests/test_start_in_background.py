@@ -178,6 +178,45 @@ def test_unwritable_directory_raises_at_creation(check, where):
   assert check(scenario) != 'created'
 
 
+class _FailsAtCreation(v1.train.SessionRunHook):
+
+  def after_create_session(self, session, coord):
+    raise ValueError('the hook fails')
+
+
+@pytest.mark.parametrize('what_fails', ['a_later_hook', 'the_first_save'])
+def test_files_on_disk_when_a_failed_creation_raises(check, monkeypatch, what_fails):
+  """TF writes the start's graph files before the first save and before
+  any hook after the saver's: when creation then fails, they are on disk
+  as the error reaches the caller (the background's writing made slow here,
+  so that a creation not waiting for it would be seen)."""
+  from fastmts.file_formats import graph_io  # pylint: disable=import-outside-toplevel
+  write_text = graph_io.write_text
+
+  def slow_write_text(*args):
+    time.sleep(1)
+    return write_text(*args)
+
+  monkeypatch.setattr(graph_io, 'write_text', slow_write_text)
+
+  def scenario(impl, workdir):
+    hooks = []
+    if what_fails == 'a_later_hook':
+      hooks = [_FailsAtCreation()]
+    else:  # the checkpoint state file cannot be written
+      os.makedirs(os.path.join(workdir, 'checkpoint', 'x'))
+    with tf.Graph().as_default():
+      _graph()
+      made = outcome(impl.MonitoredTrainingSession, checkpoint_dir=workdir, hooks=hooks,
+                     **_KWARGS)
+      names = _files(workdir)
+      text = open(os.path.join(workdir, 'graph.pbtxt')).read()
+      return type(made), names, _message_text(text_format.Parse(text, graph_pb2.GraphDef()))
+
+  made, names, _ = check(scenario)
+  assert made is Raised and 'graph.pbtxt' in names
+
+
 _CHILD = textwrap.dedent('''
     import os, sys, time
     import numpy as np

@@ -456,6 +456,10 @@ class _MonitoredSession:
         # fails here; nothing fastmts started outlives the failed creation.
         if self.queue_runners is not None:
           self.queue_runners.shut_down(self.coord, session_layers.QUEUE_RUNNER_STOP_SECS)
+        # TF wrote the start's graph files before what failed (a hook after
+        # the saver's, the first save): on disk when the error is raised. An
+        # error writing them is what TF would have raised first.
+        graph_files.wait_and_raise()
         raise
       return session_layers._CoordinatedSession(  # pylint: disable=protected-access
           self._hooked, self.coord, self.queue_runners, self._stop_grace_period_secs,
