@@ -10,8 +10,8 @@ options['scenario']:
   'collective': MultiWorkerMirroredStrategy (CollectiveAllReduceStrategy in
       graph mode) through the distribute coordinator in INDEPENDENT_WORKER
       mode, whose worker_fn trains with impl.MonitoredTrainingSession (so it
-      takes the worker-context path); result: the loss and global step every
-      step returned.
+      takes the worker-context path); result: the loss every step returned
+      (summed over the replicas) and the module of the session's class.
   'estimator': tf.estimator.train_and_evaluate with TF_CONFIG set from the
       cluster and RunConfig(train_distribute=MultiWorkerMirroredStrategy);
       with --impl fastmts, after fastmts.patch().
@@ -86,9 +86,9 @@ def _collective(tf, impl, cluster, task_type, task_id, opts):
       with impl.MonitoredTrainingSession(
           checkpoint_dir=opts['model_dir'], hooks=hooks, save_checkpoint_steps=2,
           save_summaries_steps=2, log_step_count_steps=2) as sess:
+        result['session'] = type(sess).__module__
         while not sess.should_stop():
-          value = sess.run(loss)
-          result['steps'].append(float(value))
+          result['steps'].append(float(sess.run(loss)))
 
   strategy = tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
   dc.run_distribute_coordinator(
