@@ -170,6 +170,7 @@ def test_multi_worker_mirrored_strategy_through_the_distribute_coordinator(fastm
   # w = [1, 2]; worker k's x = [0.5, 1] * (k + 1); loss and gradients summed
   # over both workers: w moves by 0.25 * [1.5, 3] a step.
   assert [r['steps'] for r in stock] == [[7.5, 4.6875, 1.875, -0.9375, -3.75]] * 2
+  assert all(r['session'].startswith('tensorflow') for r in stock), stock
   assert all(r['session'].startswith('fastmts') for r in got), got
   # The chief (worker 0) writes in model_dir, worker 1 in its tmp directory:
   # the same checkpoints and records.
@@ -177,3 +178,27 @@ def test_multi_worker_mirrored_strategy_through_the_distribute_coordinator(fastm
   for where in files.values():
     assert where['files'] == _CHECKPOINTS
     assert where['variables'] == {'global_step': 5, 'w': [-0.875, -1.75]}
+
+
+def _chief_and_worker():
+  ports = cluster_utils.free_ports(2)
+  return {'chief': ['localhost:%d' % ports[0]], 'worker': ['localhost:%d' % ports[1]]}
+
+
+def test_estimator_train_and_evaluate_with_train_distribute(fastmts, tmp_path):
+  if importlib.util.find_spec('tensorflow_estimator') is None:
+    pytest.skip('tf.estimator is not available (tensorflow-estimator ships with TF up to '
+                '2.15; TF %s has none)' % tf.__version__)
+  stock, got, files = _side_by_side(tmp_path, _chief_and_worker, 'estimator')
+  # Each task's own replica's loss (task k's x is [0.5, 1] * (k + 1)); the
+  # estimator averages the gradients over the replicas: w moves by
+  # 0.25 * [1.5, 3] / 2 a step.
+  assert [r['steps'] for r in stock] == [[2.5, 2.03125, 1.5625, 1.09375, 0.625],
+                                         [5.0, 4.0625, 3.125, 2.1875, 1.25]]
+  assert all(r['session'].startswith('tensorflow') for r in stock), stock
+  assert all(r['session'].startswith('fastmts') for r in got), got
+  # The chief writes in model_dir, the worker in its tmp directory.
+  assert list(files) == ['.', 'tmp_worker_0']
+  for where in files.values():
+    assert where['files'] == _CHECKPOINTS
+    assert where['variables'] == {'global_step': 5, 'w': [0.0625, 0.125]}

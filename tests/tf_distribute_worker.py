@@ -14,7 +14,9 @@ options['scenario']:
       (summed over the replicas) and the module of the session's class.
   'estimator': tf.estimator.train_and_evaluate with TF_CONFIG set from the
       cluster and RunConfig(train_distribute=MultiWorkerMirroredStrategy);
-      with --impl fastmts, after fastmts.patch().
+      with --impl fastmts, after fastmts.patch(); result: this task's own
+      replica's loss every step, and the module of the session's Coordinator
+      (a hook's).
 options['model_dir']: the directory every task is given (its chief writes
 there, the others in their tmp directories); options['last_step'].
 
@@ -105,16 +107,35 @@ def _estimator(tf, impl_name, cluster, task_type, task_id, opts):
     import fastmts  # pylint: disable=g-import-not-at-top
     fastmts.patch()
   estimator = tf.compat.v1.estimator
-  index = [('chief', 0), ('worker', 0), ('worker', 1)].index((task_type, task_id))
+  index = 0 if task_type == 'chief' else task_id + 1  # the k of the model's input
 
   def input_fn():
     x = tf.constant([[0.5, 1.0]]) * float(index + 1)
     return tf.compat.v1.data.Dataset.from_tensors(({'x': x}, tf.constant([0.0]))).repeat()
 
+  result = {'steps': [], 'session': None}
+
+  class Recorder(tf.compat.v1.train.SessionRunHook):
+    """This replica's loss every step; the library of the session's
+    Coordinator (a fastmts session gives its hooks fastmts's)."""
+
+    def __init__(self, loss):
+      self._loss = loss
+
+    def after_create_session(self, session, coord):
+      result['session'] = type(coord).__module__
+
+    def before_run(self, run_context):
+      return tf.compat.v1.train.SessionRunArgs(self._loss)
+
+    def after_run(self, run_context, run_values):
+      result['steps'].append(float(run_values.results))
+
   def model_fn(features, labels, mode):
     del labels
     loss, train_op = _model(tf, features['x'][0])
-    return estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    return estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
+                                   training_hooks=[Recorder(loss)])
 
   config = estimator.RunConfig(
       model_dir=opts['model_dir'], save_checkpoints_steps=2, save_summary_steps=2,
@@ -124,7 +145,7 @@ def _estimator(tf, impl_name, cluster, task_type, task_id, opts):
   estimator.train_and_evaluate(
       est, estimator.TrainSpec(input_fn, max_steps=opts['last_step']),
       estimator.EvalSpec(input_fn, steps=1))
-  return {'steps': None}
+  return result
 
 
 def main():
