@@ -5,8 +5,8 @@ estimator's after fastmts.patch()), each in a directory of its own, and
 compares what a user observes: the losses the steps return, the variables of
 the last checkpoint (tf.train.load_checkpoint), the files of every directory
 (whose task wrote there: the chief's directory, a non-chief's tmp_worker_<i>),
-and the event records of every directory (kind, tag, step; timing values
-left out).
+and the event records of every directory (kind, tag, step and value; timing
+values left out).
 
 (a) MirroredStrategy(['/cpu:0', '/cpu:1']) in this process, graph mode: the
     second CPU device from the session config (ConfigProto device_count),
@@ -18,7 +18,7 @@ left out).
     checkpoints and writes summaries where.
 (c) tf.estimator train_and_evaluate with TF_CONFIG (a chief and a worker) and
     RunConfig(train_distribute=MultiWorkerMirroredStrategy), on the releases
-    with tf.estimator (to 2.15).
+    with tf.estimator (to 2.15); no evaluator task, so no evaluation runs.
 
 The expected literals are the same on every release checked (1.15, 2.11,
 2.15, 2.21): the values are binary fractions, the files and records TF's.

@@ -22,14 +22,13 @@ there, the others in their tmp directories); options['last_step'].
 
 The model: w (2 floats) = [1, 2], task k's input x = [0.5, 1] * (k + 1),
 loss = sum(w * x), SGD with learning rate 0.25: the gradients are summed over
-the replicas, every value a binary fraction, so every worker's result is
-exact and the same on every run.
+the replicas (the estimator averages them), every value a binary fraction, so
+every worker's result is exact and the same on every run.
 """
 
 import argparse
 import json
 import os
-import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
