@@ -11,7 +11,7 @@ directory of its own, and compared:
 - rank 0's model directory: the checkpoints' data and index files and
   graph.pbtxt byte for byte, the .meta files as MetaGraphDefs, the
   `checkpoint` file's paths (it holds save times), the event records (kind,
-  tag, step and value; rates left out);
+  tag, step and value; rates and the input queue's fullness left out);
 - what every rank wrote in its own directory (its cwd and TMPDIR): nothing
   under MonitoredTrainingSession; the estimator's temporary model directory
   on ranks other than 0 (Horovod's recipe gives them model_dir=None), the same
@@ -71,6 +71,18 @@ def _file_content(path):
   return hashlib.sha256(data).hexdigest()
 
 
+# Timing values (rates are left out by events(rates=False)): how full the
+# estimator's input queue was when a summary was taken.
+_QUEUE_FULLNESS = re.compile(r'fraction_over_\d+_of_\d+_full$')
+
+
+def _settled(records):
+  """events()'s (number of files, records) with the queue's fullness as None."""
+  count, records = records
+  return count, [r[:3] + (None,) if r[0] == 'summary' and _QUEUE_FULLNESS.search(r[1]) else r
+                 for r in records]
+
+
 def _tree(directory):
   """{relative path: content} of every file under `directory`; event files
   as one entry per directory (their records; their names hold the host and
@@ -79,11 +91,12 @@ def _tree(directory):
   out = {}
   for root, _, files in sorted(os.walk(directory)):
     where = re.sub(r'^tmp/tmp[^/]+', 'tmp/<mkdtemp>', os.path.relpath(root, directory))
+    where = '' if where == '.' else where
     for name in sorted(files):
       if not name.startswith('events.out.tfevents.'):
         out[os.path.join(where, name)] = _file_content(os.path.join(root, name))
     if any(name.startswith('events.out.tfevents.') for name in files):
-      out[os.path.join(where, 'events.out.tfevents.*')] = events(root, rates=False)
+      out[os.path.join(where, 'events.out.tfevents.*')] = _settled(events(root, rates=False))
   return out
 
 
