@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import compat_utils
@@ -48,6 +49,37 @@ def _marked(marker):
     except OSError:
       continue
   return pids
+
+
+# How long a rank or Horovod's own launcher process (its safe_shell_exec
+# middleman) may take to exit after horovodrun has: they finish in their own
+# sessions, a moment after horovodrun returns (up to XX s seen under load).
+EXIT_GRACE_SECS = 30
+
+
+def _lingering(marker, log):
+  """The marked processes still running EXIT_GRACE_SECS after horovodrun
+  exited: 'pid command' of each. How long the others took goes to the log."""
+  start = time.monotonic()
+  first = _describe(_marked(marker))
+  while _marked(marker) and time.monotonic() < start + EXIT_GRACE_SECS:
+    time.sleep(0.1)
+  if first:
+    with open(log, 'a') as f:
+      f.write('\n[horovod_utils] waited %.1f s after horovodrun exited for: %s\n'
+              % (time.monotonic() - start, first))
+  return _describe(_marked(marker))
+
+
+def _describe(pids):
+  left = []
+  for pid in pids:
+    try:
+      with open('/proc/%d/cmdline' % pid, 'rb') as f:
+        left.append('%d %s' % (pid, f.read().replace(b'\0', b' ').decode(errors='replace')[:300]))
+    except OSError:
+      continue
+  return left
 
 
 def _kill(popen, marker):
@@ -91,7 +123,7 @@ def run(n, argv, log_dir, timeout, env=None):
   except BaseException:
     _kill(popen, marker)
     raise
-  left = _marked(marker)
+  left = _lingering(marker, log)
   if left:
     _kill(popen, marker)
   with open(log, errors='replace') as f:
