@@ -38,6 +38,7 @@ import shutil
 import sys
 import tempfile
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(os.path.dirname(HERE), 'tests')
@@ -110,14 +111,16 @@ def _tiny_model(tf, hvd):
 
 
 class _Runner:
-  """A kind's graph and session; block(n) runs n steps, returns seconds."""
+  """A kind's graph and session; block(n) runs n steps, returns seconds
+  (bench/measure.py's MonitoredBlock.block for the monitored sessions)."""
 
-  def __init__(self, tf, hvd, kind, workdir):
+  def __init__(self, measure, tf, hvd, kind, workdir):
+    self._measure = measure
     self.kind, self.name, self.tmpdir = kind, kind, None
     self.graph = tf.Graph()
     with self.graph.as_default():
       with tf.compat.v1.variable_scope(kind.replace('-', '_')):
-        self.train_op, _ = _tiny_model(tf, hvd)
+        self.model = types.SimpleNamespace(train_op=_tiny_model(tf, hvd)[0])
       if kind == 'session':
         init = tf.compat.v1.global_variables_initializer()
         bcast = hvd.broadcast_global_variables(0)
@@ -137,15 +140,13 @@ class _Runner:
                  tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP)])
 
   def block(self, steps):
-    run, op = self.sess.run, self.train_op
-    with self.graph.as_default():
-      t0 = time.perf_counter()
-      if self.kind == 'fastmts-loop':
-        self.sess.run_steps(op, max_steps=steps)
-      else:
-        for _ in range(steps):
-          run(op)
-      return time.perf_counter() - t0
+    if self.kind != 'session':
+      return self._measure.MonitoredBlock.block(self, steps)
+    run, op = self.sess.run, self.model.train_op
+    t0 = time.perf_counter()
+    for _ in range(steps):
+      run(op)
+    return time.perf_counter() - t0
 
   def close(self):
     with self.graph.as_default():
@@ -185,7 +186,7 @@ def _rank_main(options):
   runners = {}
   try:
     for kind in KINDS:
-      runners[kind] = _Runner(tf, hvd, kind, opts['workdir'])
+      runners[kind] = _Runner(measure, tf, hvd, kind, opts['workdir'])
     inter = _measure(measure, runners, opts['steps'], opts['rounds'], opts['warmup'])
     medians = inter.medians_us()
     result.update(

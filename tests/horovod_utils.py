@@ -51,9 +51,9 @@ def _marked(marker):
   return pids
 
 
-# How long a rank or Horovod's own launcher process (its safe_shell_exec
-# middleman) may take to exit after horovodrun has: they finish in their own
-# sessions, a moment after horovodrun returns (up to XX s seen under load).
+# How long a process horovodrun started may outlive it: its multiprocessing
+# resource tracker exits a moment after it (0.1 s seen), in a session of its
+# own; the ranks and Horovod's launcher processes could too.
 EXIT_GRACE_SECS = 30
 
 

@@ -37,8 +37,9 @@ import horovod_utils  # pylint: disable=g-import-not-at-top,wrong-import-positio
 from compat_utils import assert_same  # pylint: disable=g-import-not-at-top,wrong-import-position
 from hook_test_utils import events  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# Hang bounds, not speed: one launch of 3 ranks took at most XX s beside two
-# CPU-bound processes on 2 cores (YY s quiet).
+# Hang bounds, not speed: one launch (horovodrun start to exit) of 3 ranks took
+# at most 26 s beside two CPU-bound processes on 2 cores with other jobs
+# running (9 s for 2 ranks, quiet). A test runs at most two launches.
 LAUNCH_BOUND_SECS = 240
 pytestmark = [
     pytest.mark.timeout(2 * LAUNCH_BOUND_SECS + 60),
