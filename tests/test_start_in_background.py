@@ -9,6 +9,7 @@ TensorBoard's EventAccumulator reads the same graph. The byte comparisons of
 every file are those of test_start_records.py and test_graph_pbtxt.py, which
 run the same path.
 """
+import contextlib
 import os
 import re
 import signal
@@ -215,6 +216,45 @@ def test_files_on_disk_when_a_failed_creation_raises(check, monkeypatch, what_fa
 
   made, names, _ = check(scenario)
   assert made is Raised and 'graph.pbtxt' in names
+
+
+@contextlib.contextmanager
+def _small_disk(path, size='1m'):
+  """A file system of `size` at `path` (a tmpfs: root only; skips where it
+  cannot be mounted), unmounted after."""
+  os.makedirs(path)
+  mounted = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=' + size, 'tmpfs', path],
+                           capture_output=True, text=True, check=False, timeout=60)
+  if mounted.returncode != 0:
+    pytest.skip('a %s tmpfs cannot be mounted here: %s' % (size, mounted.stderr.strip()))
+  try:
+    yield path
+  finally:
+    subprocess.run(['umount', '-l', path], check=False, timeout=60)
+
+
+def test_disk_full_raises_tf_error(check):
+  """A disk that fills up as graph.pbtxt is written: TF raises its
+  ResourceExhaustedError ('<file>; No space left on device') at creation;
+  fastmts, writing it in the background, raises that error at close (its
+  message names graph.pbtxt, TF's its temporary)."""
+
+  def scenario(impl, workdir):
+    with _small_disk(os.path.join(workdir, 'disk')) as disk, tf.Graph().as_default():
+      train = _graph(constant_mb=2)  # some 6 MB of text on a 1 MB disk
+      try:
+        sess = impl.MonitoredTrainingSession(checkpoint_dir=disk, **_KWARGS)
+        sess.run(train)
+        sess.close()
+      except tf.errors.OpError as error:
+        assert re.match(r'^%s/graph\.pbtxt(\.tmp[0-9a-f]{32})?; No space left on device$' %
+                        re.escape(disk), error.message), error.message
+        return type(error)
+      finally:
+        v1.summary.FileWriterCache.clear()  # no writer left open on the disk unmounted
+      return 'no error'
+
+  assert check(scenario) is tf.errors.ResourceExhaustedError
 
 
 _CHILD = textwrap.dedent('''
