@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 from google.protobuf import text_format
@@ -255,6 +256,35 @@ def test_disk_full_raises_tf_error(check):
       return 'no error'
 
   assert check(scenario) is tf.errors.ResourceExhaustedError
+
+
+def test_a_session_raises_its_own_graph_files_error(tmp_path, fastmts, monkeypatch):
+  """Two sessions, each on its graph: the error of the first one's graph
+  files (a full disk) is raised by its own close, not by the other's."""
+  from fastmts.file_formats import graph_io  # pylint: disable=import-outside-toplevel
+  write_text = graph_io.write_text
+  created = threading.Event()
+
+  def write_text_once_created(*args):  # the first save done before the disk fills
+    created.wait(timeout=60)
+    return write_text(*args)
+
+  monkeypatch.setattr(graph_io, 'write_text', write_text_once_created)
+  with _small_disk(str(tmp_path / 'disk'), size='6m') as disk:  # the records fit, the text not
+    try:
+      with tf.Graph().as_default():
+        _graph(constant_mb=2)
+        full = fastmts.MonitoredTrainingSession(checkpoint_dir=disk, **_KWARGS)
+        created.set()
+      with tf.Graph().as_default():
+        train = _graph()
+        with fastmts.MonitoredTrainingSession(checkpoint_dir=str(tmp_path / 'other'),
+                                              **_KWARGS) as other:
+          other.run(train)
+      with pytest.raises(tf.errors.ResourceExhaustedError, match='No space left on device'):
+        full.close()
+    finally:
+      v1.summary.FileWriterCache.clear()
 
 
 _CHILD = textwrap.dedent('''
