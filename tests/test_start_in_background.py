@@ -9,12 +9,14 @@ TensorBoard's EventAccumulator reads the same graph. The byte comparisons of
 every file are those of test_start_records.py and test_graph_pbtxt.py, which
 run the same path.
 """
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 from google.protobuf import text_format
@@ -136,8 +138,9 @@ def test_graph_def_serialized_in_pieces_is_protobufs_serialization():
 
 
 def test_background_path_chosen_from_the_graph(monkeypatch):
-  """graph_files.worth_it_graph decides from the graph's operations, without
-  computing the GraphDef, what worth_it decides from the GraphDef: 9 MB of
+  """graph_files.worth_it_graph decides from the graph's operations
+  (estimated_bytes), without computing the GraphDef, what worth_it decides
+  from the GraphDef: 9 MB of
   constants go to the background, 1 MB does not; a graph estimated past
   MAX_BACKGROUND_BYTES (TF refuses a GraphDef over 2 GB, at creation) has
   its GraphDef computed in place."""
@@ -146,12 +149,12 @@ def test_background_path_chosen_from_the_graph(monkeypatch):
   for constant_mb, expected in ((9, True), (1, False)):
     with tf.Graph().as_default() as graph:
       _graph(constant_mb)
-      assert graph_files.worth_it_graph(graph) is expected
+      assert graph_files.worth_it_graph(graph_files.estimated_bytes(graph)) is expected
       assert graph_files.worth_it(graph.as_graph_def()) is expected
   monkeypatch.setattr(graph_files, 'MAX_BACKGROUND_BYTES', 4 << 20)
   with tf.Graph().as_default() as graph:
     _graph(9)
-    assert graph_files.worth_it_graph(graph) is False
+    assert graph_files.worth_it_graph(graph_files.estimated_bytes(graph)) is False
 
 
 @pytest.mark.parametrize('where', ['under_a_file', 'pbtxt_is_a_directory'])
@@ -215,6 +218,84 @@ def test_files_on_disk_when_a_failed_creation_raises(check, monkeypatch, what_fa
 
   made, names, _ = check(scenario)
   assert made is Raised and 'graph.pbtxt' in names
+
+
+@contextlib.contextmanager
+def _small_disk(path, size='1m'):
+  """A file system of `size` at `path` (a tmpfs: root only; skips where it
+  cannot be mounted), unmounted after."""
+  os.makedirs(path)
+  mounted = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=' + size, 'tmpfs', path],
+                           capture_output=True, text=True, check=False, timeout=60)
+  if mounted.returncode != 0:
+    pytest.skip('a %s tmpfs cannot be mounted here: %s' % (size, mounted.stderr.strip()))
+  try:
+    yield path
+  finally:
+    subprocess.run(['umount', '-l', path], check=False, timeout=60)
+
+
+def _fill(directory, leave):
+  """A file in `directory` taking all the room of its file system but `leave` bytes."""
+  stats = os.statvfs(directory)
+  with open(os.path.join(directory, 'filler'), 'wb') as filler:
+    filler.truncate(0)
+    filler.write(b'\0' * max(0, stats.f_bavail * stats.f_frsize - leave))
+
+
+def test_disk_full_raises_tf_error_at_creation(check):
+  """A disk without room for graph.pbtxt: TF raises its
+  ResourceExhaustedError ('<its temporary>; No space left on device') at
+  creation, leaving the temporary; so does fastmts, whose files are written
+  in place, TF's way, where the disk may not hold them (graph_files.room_for)."""
+
+  def scenario(impl, workdir):
+    with _small_disk(os.path.join(workdir, 'disk')) as disk, tf.Graph().as_default():
+      _graph(constant_mb=2)  # some 6 MB of text on a 1 MB disk
+      try:
+        made = outcome(impl.MonitoredTrainingSession, checkpoint_dir=disk, **_KWARGS)
+      finally:
+        v1.summary.FileWriterCache.clear()  # no writer left open on the disk unmounted
+      if not isinstance(made, Raised):
+        made.close()
+        return 'created'
+      return (made.type, re.sub(r'tmp[0-9a-f]{32}', 'tmpX', made.message.replace(disk, 'DISK')),
+              sorted(re.sub(r'tmp[0-9a-f]{32}', 'tmpX', name) for name in os.listdir(disk)
+                     if not name.startswith('events.')))
+
+  assert check(scenario) == (tf.errors.ResourceExhaustedError,
+                             'DISK/graph.pbtxt.tmpX; No space left on device', ['graph.pbtxt.tmpX'])
+
+
+def test_a_session_raises_its_own_graph_files_error(tmp_path, fastmts, monkeypatch):
+  """Two sessions, each on its graph: the error of the first one's graph
+  files (a disk filled by another file after its creation) is TF's error
+  for it, raised by its own close, not by the other's."""
+  from fastmts.file_formats import graph_io  # pylint: disable=import-outside-toplevel
+  write_text = graph_io.write_text
+  created = threading.Event()
+
+  def write_text_once_created(*args):  # the first save done before the disk fills
+    created.wait(timeout=60)
+    return write_text(*args)
+
+  monkeypatch.setattr(graph_io, 'write_text', write_text_once_created)
+  with _small_disk(str(tmp_path / 'disk'), size='64m') as disk:
+    try:
+      with tf.Graph().as_default():
+        _graph(constant_mb=2)  # room for its files at creation; then another file takes it
+        full = fastmts.MonitoredTrainingSession(checkpoint_dir=disk, **_KWARGS)
+        _fill(disk, leave=5 << 20)  # the records fit (4 MB), graph.pbtxt's text not
+        created.set()
+      with tf.Graph().as_default():
+        train = _graph()
+        with fastmts.MonitoredTrainingSession(checkpoint_dir=str(tmp_path / 'other'),
+                                              **_KWARGS) as other:
+          other.run(train)
+      with pytest.raises(tf.errors.ResourceExhaustedError, match='No space left on device'):
+        full.close()
+    finally:
+      v1.summary.FileWriterCache.clear()
 
 
 _CHILD = textwrap.dedent('''

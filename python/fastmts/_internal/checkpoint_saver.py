@@ -131,7 +131,10 @@ def _start_in_background(hook, session, graph):
   graph record was built but cannot be reused, that record without what
   comes from the GraphDef (graph_events.meta_graph_shell)."""
   # pylint: disable=protected-access
-  if not _in_background_as_tf(hook, session, graph) or not graph_files.worth_it_graph(graph):
+  if not _in_background_as_tf(hook, session, graph):
+    return False
+  size = graph_files.estimated_bytes(graph)
+  if not graph_files.worth_it_graph(size):
     return False
   saver = hook._get_saver()
   shell = graph_events.meta_graph_shell(graph, saver_def=saver.saver_def)
@@ -139,6 +142,9 @@ def _start_in_background(hook, session, graph):
     return shell
   pbtxt = graph_io.open_file(hook._checkpoint_dir, 'graph.pbtxt')
   if pbtxt is None:
+    return False
+  if not graph_files.room_for(hook._checkpoint_dir, size):  # TF's writes, its full disk's error
+    pbtxt.abort()
     return False
   graph_record = graph_events.reserve_graph(hook._summary_writer, graph)
   meta_record = None if graph_record is None else event_file_writer.reserve(
@@ -149,7 +155,7 @@ def _start_in_background(hook, session, graph):
       graph_record.drop()
     return False
   fingerprint = _fingerprint(graph, saver)
-  batch = graph_files.Batch()
+  batch = graph_files.Batch(graph)
 
   def graph_files_job():
     # One GraphDef, one serialization of it (deterministic: one of the
@@ -167,11 +173,11 @@ def _start_in_background(hook, session, graph):
     graph_io.write_text(pbtxt, serialized)
 
   batch.add(graph_files_job, lambda: (graph_record.drop(), meta_record.drop(), pbtxt.abort()))
-  _first_meta[hook] = lambda checkpoint_file: _first_meta_file(batch, hook, checkpoint_file)
+  _first_meta[hook] = lambda checkpoint_file: _first_meta_file(batch, graph, hook, checkpoint_file)
   return True
 
 
-def _first_meta_file(batch, hook, checkpoint_file):
+def _first_meta_file(batch, graph, hook, checkpoint_file):
   """The first save's .meta, after its checkpoint: opened now, written by
   `batch` once the meta graph is serialized; the batch ends with it."""
   if checkpoint_file is None:
@@ -186,7 +192,7 @@ def _first_meta_file(batch, hook, checkpoint_file):
     raise
   if meta_file is None:  # written in place, as TF writes it (its error, if any)
     batch.end()
-    graph_files.wait_and_raise()
+    graph_files.wait_and_raise(graph)
     write_meta_graph(checkpoint_file, _meta_graphs[hook][1])
     return
   batch.add(lambda: graph_io.write_bytes(meta_file, _meta_graphs[hook][1]), meta_file.abort)
@@ -209,7 +215,7 @@ def _built_quietly(graph, meta_graph_def):
 def end(hook, session):
   """TF's CheckpointSaverHook.end (with any asynchronous write waited for)."""
   # pylint: disable=protected-access
-  graph_files.wait_and_raise()
+  graph_files.wait_and_raise(session.graph)
   writes = getattr(hook, '_fastmts_async', None)
   if writes is not None:
     writes.deliver(wait=True)
@@ -230,7 +236,7 @@ def save(hook, session, step, first=False):
   (graph_files), so that no checkpoint names a file not on disk yet."""
   # pylint: disable=protected-access
   if not first:
-    graph_files.wait_and_raise()
+    graph_files.wait_and_raise(session.graph)
   writes = getattr(hook, '_fastmts_async', None)
   should_stop = writes is not None and writes.deliver(wait=True)
   if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:  # TF 2.4 and later

@@ -21,11 +21,16 @@ computing its GraphDef too, which is the same then as later. So:
   later checkpoint is saved, and before the interpreter exits (the thread
   is not a daemon);
 - an error met in the background is raised by the next of those waits
-  (`wait_all`), not lost.
+  (`wait_and_raise`), not lost.
+
+Batches and their errors belong to a graph: a session waits for its own
+graph's files and raises their errors, not another session's (two sessions
+of a process, each on its graph).
 """
 import os
 import queue
 import threading
+import weakref
 
 from tensorflow.python.platform import tf_logging as logging
 
@@ -37,16 +42,18 @@ MIN_BYTES = 8 << 20
 
 _lock = threading.Lock()
 _batches = []  # started and not waited for yet
-_errors = []  # met in the background, not raised yet
+_errors = []  # (the batch's graph, error) met in the background, not raised yet
 
 
 class Batch:
   """Jobs run one after the other on a thread of their own. A job is a
   (run, give_up) pair: `give_up` is called instead of `run` once an earlier
   job failed, and after `run` fails (it must leave nothing half done: a
-  reserved record dropped, a temporary removed)."""
+  reserved record dropped, a temporary removed). The files are `graph`'s
+  (held weakly: a graph let go of needs no wait)."""
 
-  def __init__(self):
+  def __init__(self, graph):
+    self._graph = weakref.ref(graph)
     self._jobs = queue.SimpleQueue()
     self._thread = threading.Thread(target=self._run, name='fastmts-graph-files')
     self._thread.start()
@@ -77,7 +84,7 @@ class Batch:
         except BaseException as error:  # pylint: disable=broad-except
           failed = True
           with _lock:
-            _errors.append(error)
+            _errors.append((self._graph, error))
       if give_up is not None:
         try:
           give_up()
@@ -87,6 +94,10 @@ class Batch:
   def join(self):
     """Returns once the thread ended (end() called, the jobs done)."""
     self._thread.join()
+
+  def of(self, graph):
+    """Whether these are graph's files."""
+    return self._graph() is graph
 
 
 def _yield_to_training():
@@ -120,19 +131,47 @@ def worth_it(graph_def):
 MAX_BACKGROUND_BYTES = 3 << 29
 
 
-def worth_it_graph(graph):
-  """worth_it of graph.as_graph_def(), estimated from the graph's
+def estimated_bytes(graph):
+  """graph.as_graph_def()'s serialized size, estimated from the graph's
   operations without computing it (that alone costs 0.1 s for 64 MB of
   constants): 100 bytes an operation, plus the bytes of each constant of a
-  known shape. False as well past MAX_BACKGROUND_BYTES."""
+  known shape; counted up to MAX_BACKGROUND_BYTES."""
   operations = graph.get_operations()
   size = 100 * len(operations)
   for operation in operations:
     if size >= MAX_BACKGROUND_BYTES:
-      return False
+      break
     if operation.type == 'Const':
       size += _constant_bytes(operation.outputs[0])
-  return size >= MIN_BYTES
+  return size
+
+
+def worth_it_graph(size):
+  """worth_it of a graph whose GraphDef is of `size` (estimated_bytes):
+  False as well past MAX_BACKGROUND_BYTES."""
+  return MIN_BYTES <= size < MAX_BACKGROUND_BYTES
+
+
+# The bytes the start's files of a graph take on disk, at most, per byte of
+# its GraphDef: graph.pbtxt (a byte of a tensor's contents is printed as up
+# to 4 characters, a node's fields with their names), the graph and meta
+# graph records, the first checkpoint's .meta; and a margin.
+_DISK_BYTES_PER_GRAPH_BYTE = 9
+_DISK_MARGIN_BYTES = 16 << 20
+
+
+def room_for(directory, size):
+  """Whether the file system of `directory` has room for the start's files
+  of a graph whose GraphDef is of `size` (estimated_bytes). TF writes
+  graph.pbtxt and the .meta before creation returns, so a full disk's error
+  is raised at creation; where the files may not fit, they are written in
+  place, TF's way, with TF's error."""
+  try:
+    stats = os.statvfs(directory)
+  except (AttributeError, OSError):
+    return False
+  return (stats.f_bavail * stats.f_frsize >=
+          _DISK_BYTES_PER_GRAPH_BYTE * size + _DISK_MARGIN_BYTES)
 
 
 def _constant_bytes(tensor):
@@ -140,11 +179,11 @@ def _constant_bytes(tensor):
   return (tensor.shape.num_elements() or 0) * tensor.dtype.size
 
 
-def wait_all():
-  """Returns once every batch started so far is done (their errors kept for
-  raise_error)."""
+def wait_all(graph):
+  """Returns once every batch of `graph` started so far is done (their
+  errors kept for raise_error)."""
   with _lock:
-    batches = list(_batches)
+    batches = [batch for batch in _batches if batch.of(graph)]
   for batch in batches:
     batch.join()
   with _lock:
@@ -153,22 +192,21 @@ def wait_all():
         _batches.remove(batch)
 
 
-def raise_error():
-  """Raises the first error a background write met and nobody was told of."""
+def raise_error(graph):
+  """Raises the first error a background write of `graph`'s files met and
+  nobody was told of."""
   with _lock:
-    if not _errors:
-      return
-    error = _errors.pop(0)
-  raise error
+    lost = [error for graph_ref, error in _errors if graph_ref() is None]
+    mine = [error for graph_ref, error in _errors if graph_ref() is graph]
+    _errors[:] = [(graph_ref, error) for graph_ref, error in _errors
+                  if graph_ref() is not None and error is not (mine[0] if mine else None)]
+  for error in lost:  # a graph gone before anyone waited for its files
+    logging.error('fastmts: a graph file was not written: %s', error)
+  if mine:
+    raise mine[0]
 
 
-def wait_and_raise():
-  """wait_all(), then raise_error()."""
-  wait_all()
-  raise_error()
-
-
-def pending():
-  """Whether a batch may still be writing."""
-  with _lock:
-    return bool(_batches)
+def wait_and_raise(graph):
+  """wait_all(graph), then raise_error(graph)."""
+  wait_all(graph)
+  raise_error(graph)
