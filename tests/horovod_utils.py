@@ -3,8 +3,9 @@
     run(n, [script, args...], log_dir, timeout)   # horovodrun -np n -H localhost:n --gloo
 
 horovodrun is the one installed beside this Python; it picks its own free
-ports (its rendezvous server binds port 0, Gloo's ranks connect through it): no
-port is given here. It runs in a process group of its own
+ports (its rendezvous server binds the first free port from a random one, the
+ranks meet through it and Gloo's connections bind ephemeral ports): no port
+is given here. It runs in a process group of its own
 (start_new_session=True), its output goes to files in log_dir (no pipe can
 fill up). Past the timeout, or when the caller is interrupted, its whole group
 is killed, then every process that carries this launch's marker in its
