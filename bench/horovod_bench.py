@@ -37,7 +37,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -112,7 +111,7 @@ def _tiny_model(tf, hvd):
 
 class _Runner:
   """A kind's graph and session; block(n) runs n steps, returns seconds
-  (bench/measure.py's MonitoredBlock.block for the monitored sessions)."""
+  (bench/measure.py's SessionRunner.block or MonitoredBlock.block)."""
 
   def __init__(self, measure, tf, hvd, kind, workdir):
     self._measure = measure
@@ -140,13 +139,8 @@ class _Runner:
                  tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP)])
 
   def block(self, steps):
-    if self.kind != 'session':
-      return self._measure.MonitoredBlock.block(self, steps)
-    run, op = self.sess.run, self.model.train_op
-    t0 = time.perf_counter()
-    for _ in range(steps):
-      run(op)
-    return time.perf_counter() - t0
+    kind = self._measure.SessionRunner if self.kind == 'session' else self._measure.MonitoredBlock
+    return kind.block(self, steps)
 
   def close(self):
     with self.graph.as_default():
