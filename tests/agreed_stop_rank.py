@@ -113,7 +113,7 @@ def main():
       'agreed_step': record and record.step, 'exit_code': record and record.exit_code,
       'preempted_here': bool(preemption and not preemption.by_peer),
       'preemption_step': preemption and preemption.step,
-      'checkpoint': latest and tf1.train.load_variable(latest, 'global_step'),
+      'checkpoint': latest and int(tf1.train.load_variable(latest, 'global_step')),
       'checkpoint_path': latest,
       'w': latest and float(tf1.train.load_variable(latest, 'w')),
   }

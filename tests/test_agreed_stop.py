@@ -259,7 +259,7 @@ def test_arguments_are_checked():
     with pytest.raises(TypeError, match='agreed_stop must be'):
       fastmts.MonitoredSession(agreed_stop='horovod')
   assert repr(fastmts.AgreedStop(fastmts.CollectiveEngine(2), 5)) == (
-      'AgreedStop(CollectiveEngine(group_size=2, group_key=523863, instance_key=523863, '
+      'AgreedStop(CollectiveEngine(group_size=2, group_key=522839, instance_key=522839, '
       'device=None), every_n_steps=5)')
 
 
@@ -284,14 +284,14 @@ def _check_agreed(results, step, exit_code, ckpt):
 
 
 @pytest.mark.timeout(_CLUSTER_TEST_SECS)
-@pytest.mark.parametrize('ranks, every_n_steps, loop, stop_step',
-                         [(2, 1, 'run', 30), (3, 10, 'run_steps', 40)],
+@pytest.mark.parametrize('ranks, every_n_steps, loop, last_step, stop_step',
+                         [(2, 1, 'run', 30, 30), (3, 10, 'run_steps', 25, 30)],
                          ids=['2ranks_every_step', '3ranks_every_10_steps'])
 def test_stop_at_step_on_one_rank_stops_every_rank(tmp_path, ranks, every_n_steps, loop,
-                                                   stop_step):
+                                                   last_step, stop_step):
   ckpt = str(tmp_path / 'ckpt')
   options = {'engine': 'collective', 'every_n_steps': every_n_steps, 'loop': loop,
-             'checkpoint_dir': ckpt, 'stop_at': {str(ranks - 1): 30}}
+             'checkpoint_dir': ckpt, 'stop_at': {str(ranks - 1): last_step}}
   with cluster_utils.Cluster(tmp_path / 'run', num_ps=0, num_workers=ranks) as c:
     names = _start_ranks(c, ranks, options)
     results = c.wait_results(names, timeout=_WAIT_SECS)
