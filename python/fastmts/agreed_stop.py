@@ -1,7 +1,6 @@
 """Opt-in: a stop every rank of a data-parallel job agrees on.
 
-    with fastmts.MonitoredTrainingSession(..., preemption=True,
-                                          agreed_stop=fastmts.AgreedStop('horovod')) as sess:
+    with fastmts.MonitoredTrainingSession(..., agreed_stop=fastmts.AgreedStop('horovod')) as sess:
       while not sess.should_stop():
         sess.run(train_op)
     sys.exit(sess.agreed_stop.exit_code)   # 0, or 143 when a rank got SIGTERM
@@ -10,12 +9,12 @@ Ranks that step in lockstep through a collective (Horovod's allreduce, TF's
 collective ops) must stop at the same step: a rank that leaves alone leaves
 the others hanging in their next allreduce. With `agreed_stop`, a rank's stop
 request (a hook's: StopAtStepHook, NanTensorHook(fail_on_nan_loss=False),
-any hook's `run_context.request_stop()`; a preemption signal) is only its
-wish: it keeps stepping (`should_stop()` stays False), and every
-`every_n_steps` steps, after the step's hooks, every rank runs the vote, one
-small collective of an int32 (the maximum of the ranks' wishes). Once any
-rank wished, every rank stops after that same step; the chief's
-CheckpointSaverHook (or PreemptionHook) saves that step at close.
+any hook's `run_context.request_stop()`; a SIGTERM the session was told to
+watch) is only its wish: it keeps stepping (`should_stop()` stays False),
+and every `every_n_steps` steps, after the step's hooks, every rank runs the
+vote, one small collective of an int32 (the maximum of the ranks' wishes).
+Once any rank wished, every rank stops after that same step; the chief's
+CheckpointSaverHook saves that step at close.
 
 The engine builds the vote in the graph (at the session's construction,
 before the graph is finalized) and nothing else: `build_vote(wish)` returns
@@ -30,7 +29,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import array_ops
 
 # What a rank's wish says (the vote is their maximum): 0 go on, 1 stop;
-# a larger value is the exit code of a preemption (128 + the signal).
+# a larger value is the exit code of a rank a signal took away (128 + it).
 GO_ON = 0
 STOP = 1
 
@@ -44,6 +43,7 @@ class HorovodEngine:
     self.name = name
 
   def build_vote(self, wish):
+    """The maximum of `wish` over the ranks."""
     import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
     return hvd.allreduce(wish, op=hvd.Max, name=self.name)
 
@@ -74,6 +74,7 @@ class CollectiveEngine:
     self.device = device
 
   def build_vote(self, wish):
+    """The maximum of `wish` over the group."""
     from tensorflow.python.ops import collective_ops  # pylint: disable=g-import-not-at-top
     with ops.device(self.device):
       return collective_ops.all_reduce(wish, self.group_size, self.group_key,

@@ -4,7 +4,7 @@ Built at the session's construction, after the hooks' begin() and before
 the session is created (the graph is not finalized yet): the vote's ops in
 the graph and the native StopAgreement, which the native HookedSession then
 asks after every step (cpp/core/agreed_stop.h). A hook's stop request and a
-preemption signal become this rank's wish; the vote turns the ranks' wishes
+watched signal (SIGTERM) become this rank's wish; the vote turns the ranks' wishes
 into one stop at one step. See docs/distributed.md.
 """
 from fastmts import _native
