@@ -96,7 +96,7 @@ def main():
       save_checkpoint_secs=None if ckpt is None else 10**6, save_summaries_steps=None,
       log_step_count_steps=None, preemption=True, agreed_stop=agreed) as sess:
     sess.run(train_op)
-    event('training', rank=rank)
+    event('training', rank=rank, pid=os.getpid())
     if opts.get('loop', 'run') == 'run_steps':
       sess.run_steps(train_op, max_steps=bound - 1)
     else:

@@ -331,3 +331,88 @@ def test_sigterm_to_one_rank_stops_every_rank_at_one_step(tmp_path):
   for trial in range(TRIALS):
     trials.append(_sigterm_trial(str(tmp_path / ('trial%d' % trial)), rng))
   print(json.dumps(trials))
+
+
+# ---- ranks under horovodrun: Horovod's engine --------------------------------
+
+
+def _horovodrun():
+  """The horovodrun beside this Python, or skip: Horovod is built for a few
+  TF releases only (docs/distributed.md)."""
+  pytest.importorskip('horovod.tensorflow', reason='Horovod is not importable here')
+  path = os.path.join(os.path.dirname(sys.executable), 'horovodrun')
+  if not os.path.exists(path):
+    pytest.skip('no horovodrun beside %s' % sys.executable)
+  return path
+
+
+def _horovod_ranks(workdir, ranks, options):
+  """Starts `ranks` ranks under horovodrun --gloo, in a process group of
+  their own; (Popen, stdout path)."""
+  out = os.path.join(workdir, 'horovodrun.stdout')
+  env = cluster_utils.child_env({'CLUSTER_UTILS_MAX_LIFETIME': str(_RANK_HANG_BOUND_SECS)})
+  with open(out, 'w') as f:
+    popen = subprocess.Popen(
+        [_horovodrun(), '-np', str(ranks), '-H', 'localhost:%d' % ranks, '--gloo',
+         sys.executable, SCRIPT, '--options', json.dumps(dict(options, engine='horovod'))],
+        stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
+        start_new_session=True, env=env)
+  return popen, out
+
+
+def _horovod_lines(out, prefix):
+  with open(out, errors='replace') as f:
+    return [json.loads(line.split(prefix, 1)[1]) for line in f if prefix in line]
+
+
+def _horovod_results(popen, out, ranks):
+  try:
+    popen.wait(timeout=_WAIT_SECS)
+  finally:
+    if popen.poll() is None:
+      os.killpg(popen.pid, signal.SIGKILL)
+      popen.wait()
+  results = {'worker%d' % r['rank']: r for r in _horovod_lines(out, cluster_utils.RESULT_PREFIX)}
+  assert len(results) == ranks, open(out, errors='replace').read()[-3000:]
+  for r in results.values():
+    r['returncode'] = r['exit_code'] or 0
+  return results
+
+
+@pytest.mark.timeout(_CLUSTER_TEST_SECS)
+@pytest.mark.parametrize('ranks, every_n_steps, last_step, stop_step', [(2, 1, 30, 30),
+                                                                        (3, 10, 25, 30)])
+def test_horovod_stop_at_step_on_one_rank_stops_every_rank(tmp_path, ranks, every_n_steps,
+                                                           last_step, stop_step):
+  ckpt = str(tmp_path / 'ckpt')
+  popen, out = _horovod_ranks(str(tmp_path), ranks, {
+      'every_n_steps': every_n_steps, 'checkpoint_dir': ckpt,
+      'stop_at': {str(ranks - 1): last_step}})
+  _check_agreed(_horovod_results(popen, out, ranks), stop_step, 0, ckpt)
+
+
+@pytest.mark.timeout(_CLUSTER_TEST_SECS * TRIALS)
+def test_horovod_sigterm_to_one_rank_stops_every_rank_at_one_step(tmp_path):
+  rng = random.Random(int(os.environ.get('FASTMTS_AGREED_STOP_SEED', '43')))
+  for trial in range(TRIALS):
+    workdir = str(tmp_path / ('trial%d' % trial))
+    os.makedirs(workdir)
+    ranks, every_n_steps = rng.choice([2, 3]), rng.choice([1, 5])
+    ckpt = os.path.join(workdir, 'ckpt')
+    popen, out = _horovod_ranks(workdir, ranks, {
+        'every_n_steps': every_n_steps, 'checkpoint_dir': ckpt, 'step_sleep': 0.002,
+        'loop': rng.choice(['run', 'run_steps'])})
+    try:
+      deadline = time.monotonic() + _WAIT_SECS
+      while len(_horovod_lines(out, cluster_utils.EVENT_PREFIX)) < ranks:
+        assert popen.poll() is None and time.monotonic() < deadline, open(out).read()[-3000:]
+        time.sleep(0.05)
+      time.sleep(rng.uniform(0, 1.0))
+      pids = {e['rank']: e['pid'] for e in _horovod_lines(out, cluster_utils.EVENT_PREFIX)}
+      target = rng.randrange(ranks)
+      os.kill(pids[target], signal.SIGTERM)
+    finally:
+      results = _horovod_results(popen, out, ranks)
+    step = results['worker0']['agreed_step']
+    assert step % every_n_steps == 0
+    _check_agreed(results, step, 143, ckpt)
