@@ -9,12 +9,14 @@ TensorBoard's EventAccumulator reads the same graph. The byte comparisons of
 every file are those of test_start_records.py and test_graph_pbtxt.py, which
 run the same path.
 """
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 from google.protobuf import text_format
@@ -215,6 +217,74 @@ def test_files_on_disk_when_a_failed_creation_raises(check, monkeypatch, what_fa
 
   made, names, _ = check(scenario)
   assert made is Raised and 'graph.pbtxt' in names
+
+
+@contextlib.contextmanager
+def _small_disk(path, size='1m'):
+  """A file system of `size` at `path` (a tmpfs: root only; skips where it
+  cannot be mounted), unmounted after."""
+  os.makedirs(path)
+  mounted = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=' + size, 'tmpfs', path],
+                           capture_output=True, text=True, check=False, timeout=60)
+  if mounted.returncode != 0:
+    pytest.skip('a %s tmpfs cannot be mounted here: %s' % (size, mounted.stderr.strip()))
+  try:
+    yield path
+  finally:
+    subprocess.run(['umount', '-l', path], check=False, timeout=60)
+
+
+def test_disk_full_raises_tf_error(check):
+  """A disk that fills up as graph.pbtxt is written: TF raises its
+  ResourceExhaustedError ('<file>; No space left on device') at creation;
+  fastmts, writing it in the background, raises that error at close (its
+  message names graph.pbtxt, TF's its temporary)."""
+
+  def scenario(impl, workdir):
+    with _small_disk(os.path.join(workdir, 'disk')) as disk, tf.Graph().as_default():
+      train = _graph(constant_mb=2)  # some 6 MB of text on a 1 MB disk
+      try:
+        sess = impl.MonitoredTrainingSession(checkpoint_dir=disk, **_KWARGS)
+        sess.run(train)
+        sess.close()
+      except tf.errors.OpError as error:
+        assert re.match(r'^%s/graph\.pbtxt(\.tmp[0-9a-f]{32})?; No space left on device$' %
+                        re.escape(disk), error.message), error.message
+        return type(error)
+      finally:
+        v1.summary.FileWriterCache.clear()  # no writer left open on the disk unmounted
+      return 'no error'
+
+  assert check(scenario) is tf.errors.ResourceExhaustedError
+
+
+def test_a_session_raises_its_own_graph_files_error(tmp_path, fastmts, monkeypatch):
+  """Two sessions, each on its graph: the error of the first one's graph
+  files (a full disk) is raised by its own close, not by the other's."""
+  from fastmts.file_formats import graph_io  # pylint: disable=import-outside-toplevel
+  write_text = graph_io.write_text
+  created = threading.Event()
+
+  def write_text_once_created(*args):  # the first save done before the disk fills
+    created.wait(timeout=60)
+    return write_text(*args)
+
+  monkeypatch.setattr(graph_io, 'write_text', write_text_once_created)
+  with _small_disk(str(tmp_path / 'disk'), size='6m') as disk:  # the records fit, the text not
+    try:
+      with tf.Graph().as_default():
+        _graph(constant_mb=2)
+        full = fastmts.MonitoredTrainingSession(checkpoint_dir=disk, **_KWARGS)
+        created.set()
+      with tf.Graph().as_default():
+        train = _graph()
+        with fastmts.MonitoredTrainingSession(checkpoint_dir=str(tmp_path / 'other'),
+                                              **_KWARGS) as other:
+          other.run(train)
+      with pytest.raises(tf.errors.ResourceExhaustedError, match='No space left on device'):
+        full.close()
+    finally:
+      v1.summary.FileWriterCache.clear()
 
 
 _CHILD = textwrap.dedent('''

@@ -1,5 +1,5 @@
 // Glue only: the file's errors (std::system_error) become OSError with
-// their errno; writes and the commit give the GIL up.
+// their errno; opening, writes and the commit give the GIL up.
 #include "binding/atomic_file_binding.h"
 
 #include <string>
@@ -11,46 +11,30 @@
 namespace py = pybind11;
 
 namespace fastmts {
-namespace {
-
-// Runs f without the GIL; its std::system_error raised as OSError(errno, what).
-template <typename F>
-void as_os_error(F&& f) {
-  int err = 0;
-  std::string what;
-  {
-    py::gil_scoped_release release;
-    try {
-      f();
-    } catch (const std::system_error& e) {
-      err = e.code().value();
-      what = e.what();
-    }
-  }
-  if (what.empty()) return;
-  PyErr_SetObject(PyExc_OSError, py::make_tuple(err, what).ptr());
-  throw py::error_already_set();
-}
-
-}  // namespace
 
 void register_atomic_file(py::module_& m) {
+  // A file's error anywhere in the extension (here, and a text printed into
+  // a file: text_format_binding.cc), std::system_error, is Python's
+  // OSError(errno, what), which callers turn into TF's error of that errno.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const std::system_error& e) {
+      PyErr_SetObject(PyExc_OSError, py::make_tuple(e.code().value(), e.what()).ptr());
+    }
+  });
   py::class_<AtomicFile>(m, "AtomicFile")
-      .def(py::init([](const std::string& path) {
-             AtomicFile* file = nullptr;
-             as_os_error([&] { file = new AtomicFile(path); });
-             return file;  // NOLINT: pybind11 owns it
-           }),
-           py::arg("path"))
+      .def(py::init<const std::string&>(), py::arg("path"),
+           py::call_guard<py::gil_scoped_release>())
       .def(
           "write",
           [](AtomicFile& file, const py::bytes& data) {
             std::string_view bytes = data;  // immutable, held by the caller
-            as_os_error([&] { file.write(bytes); });
+            py::gil_scoped_release release;
+            file.write(bytes);
           },
           py::arg("data"))
-      .def("commit",
-           [](AtomicFile& file) { as_os_error([&] { file.commit(); }); })
+      .def("commit", &AtomicFile::commit, py::call_guard<py::gil_scoped_release>())
       .def("abort", &AtomicFile::abort)
       .def_property_readonly("path", &AtomicFile::path);
 }

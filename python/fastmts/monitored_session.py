@@ -480,7 +480,7 @@ class _MonitoredSession:
         # TF wrote the start's graph files before what failed (a hook after
         # the saver's, the first save): on disk when the error is raised. An
         # error writing them is what TF would have raised first.
-        graph_files.wait_and_raise()
+        graph_files.wait_and_raise(self.tf_sess.graph)
         raise
       return session_layers._CoordinatedSession(  # pylint: disable=protected-access
           self._hooked, self.coord, self.queue_runners, self._stop_grace_period_secs,
@@ -499,6 +499,8 @@ class _MonitoredSession:
       self._preemption.after_close(closed)
 
   def _close_session(self, exception_type):
+    tf_sess = self._coordinated_creator.tf_sess
+    graph = ops.get_default_graph() if tf_sess is None else tf_sess.graph
     try:
       self._coordinated_creator.hooked.write_hook_state_to_tf_hooks()
       if not exception_type:
@@ -519,8 +521,8 @@ class _MonitoredSession:
         if not self._graph_was_finalized:
           ops.get_default_graph()._unsafe_unfinalize()  # pylint: disable=protected-access
         # The start's graph files (graph_files) on disk before close returns.
-        graph_files.wait_all()
-    graph_files.raise_error()
+        graph_files.wait_all(graph)
+    graph_files.raise_error(graph)
 
   @property
   def coordinator(self):

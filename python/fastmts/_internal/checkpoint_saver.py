@@ -149,7 +149,7 @@ def _start_in_background(hook, session, graph):
       graph_record.drop()
     return False
   fingerprint = _fingerprint(graph, saver)
-  batch = graph_files.Batch()
+  batch = graph_files.Batch(graph)
 
   def graph_files_job():
     # One GraphDef, one serialization of it (deterministic: one of the
@@ -167,11 +167,11 @@ def _start_in_background(hook, session, graph):
     graph_io.write_text(pbtxt, serialized)
 
   batch.add(graph_files_job, lambda: (graph_record.drop(), meta_record.drop(), pbtxt.abort()))
-  _first_meta[hook] = lambda checkpoint_file: _first_meta_file(batch, hook, checkpoint_file)
+  _first_meta[hook] = lambda checkpoint_file: _first_meta_file(batch, graph, hook, checkpoint_file)
   return True
 
 
-def _first_meta_file(batch, hook, checkpoint_file):
+def _first_meta_file(batch, graph, hook, checkpoint_file):
   """The first save's .meta, after its checkpoint: opened now, written by
   `batch` once the meta graph is serialized; the batch ends with it."""
   if checkpoint_file is None:
@@ -186,7 +186,7 @@ def _first_meta_file(batch, hook, checkpoint_file):
     raise
   if meta_file is None:  # written in place, as TF writes it (its error, if any)
     batch.end()
-    graph_files.wait_and_raise()
+    graph_files.wait_and_raise(graph)
     write_meta_graph(checkpoint_file, _meta_graphs[hook][1])
     return
   batch.add(lambda: graph_io.write_bytes(meta_file, _meta_graphs[hook][1]), meta_file.abort)
@@ -209,7 +209,7 @@ def _built_quietly(graph, meta_graph_def):
 def end(hook, session):
   """TF's CheckpointSaverHook.end (with any asynchronous write waited for)."""
   # pylint: disable=protected-access
-  graph_files.wait_and_raise()
+  graph_files.wait_and_raise(session.graph)
   writes = getattr(hook, '_fastmts_async', None)
   if writes is not None:
     writes.deliver(wait=True)
@@ -230,7 +230,7 @@ def save(hook, session, step, first=False):
   (graph_files), so that no checkpoint names a file not on disk yet."""
   # pylint: disable=protected-access
   if not first:
-    graph_files.wait_and_raise()
+    graph_files.wait_and_raise(session.graph)
   writes = getattr(hook, '_fastmts_async', None)
   should_stop = writes is not None and writes.deliver(wait=True)
   if _tensorflow.SAVER_HOOK_LOGS_LISTENER_CALLS:  # TF 2.4 and later

@@ -4,6 +4,9 @@ Mirrors what TF's own BaseSession._do_call does with a failed run: find the
 op the message names, interpolate graph locations into the message, and raise
 the error class of the status code with (node_def, op, message).
 """
+import errno
+import os
+
 from tensorflow.python.client import session as _tf_session
 from tensorflow.python.framework import errors_impl
 from tensorflow.python.util import compat
@@ -54,3 +57,44 @@ def from_status(status_error, graph, session=None):
                 '\nsession_config.graph_options.rewrite_options.'
                 'disable_meta_optimizer = True')
   return exc_type(node_def, op, message)
+
+
+def _errno_codes():
+  """errno -> the status code TF's file systems give it (ErrnoToCode in
+  TF's platform/errors.cc): what TF raises when its own write of a file
+  meets that errno. An errno not listed is UNKNOWN, as in TF."""
+  codes = {
+      errors_impl.INVALID_ARGUMENT: 'EINVAL ENAMETOOLONG E2BIG EDESTADDRREQ EDOM EFAULT EILSEQ '
+                                    'ENOPROTOOPT ENOSTR ENOTSOCK ENOTTY EPROTOTYPE ESPIPE',
+      errors_impl.DEADLINE_EXCEEDED: 'ETIMEDOUT ETIME',
+      errors_impl.NOT_FOUND: 'ENODEV ENOENT ENXIO ESRCH',
+      errors_impl.ALREADY_EXISTS: 'EEXIST EADDRNOTAVAIL EALREADY',
+      errors_impl.PERMISSION_DENIED: 'EPERM EACCES EROFS',
+      errors_impl.FAILED_PRECONDITION: 'ENOTEMPTY EISDIR ENOTDIR EADDRINUSE EBADF EBUSY ECHILD '
+                                       'EISCONN ENOTBLK ENOTCONN EPIPE ESHUTDOWN ETXTBSY',
+      errors_impl.RESOURCE_EXHAUSTED: 'ENOSPC EMFILE EMLINK ENFILE ENOBUFS ENODATA ENOMEM ENOSR '
+                                      'EUSERS EDQUOT',
+      errors_impl.OUT_OF_RANGE: 'EFBIG EOVERFLOW ERANGE',
+      errors_impl.UNIMPLEMENTED: 'ENOSYS ENOTSUP EAFNOSUPPORT EPFNOSUPPORT EPROTONOSUPPORT '
+                                 'ESOCKTNOSUPPORT EXDEV',
+      errors_impl.UNAVAILABLE: 'EAGAIN ECONNREFUSED ECONNABORTED ECONNRESET EINTR EHOSTDOWN '
+                               'EHOSTUNREACH ENETDOWN ENETRESET ENETUNREACH ENOLCK ENOLINK ENONET',
+      errors_impl.ABORTED: 'EDEADLK ESTALE',
+      errors_impl.CANCELLED: 'ECANCELED',
+  }
+  return {getattr(errno, name): code for code, names in codes.items()
+          for name in names.split() if hasattr(errno, name)}
+
+
+_ERRNO_CODES = _errno_codes()
+
+
+def from_os_error(os_error, path):
+  """The tf.errors.OpError TF raises where its write of `path` meets the
+  errno of `os_error`: the class of the errno's code, TF's message
+  ('<path>; <strerror>'). An OSError without an errno is returned as it is."""
+  if not os_error.errno:
+    return os_error
+  code = _ERRNO_CODES.get(os_error.errno, errors_impl.UNKNOWN)
+  return errors_impl.exception_type_from_error_code(code)(
+      None, None, '%s; %s' % (path, os.strerror(os_error.errno)))

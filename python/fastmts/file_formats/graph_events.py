@@ -178,7 +178,7 @@ def _new_file_writer(logdir, graph):
     if meta_record is not None:
       meta_record.drop()
     raise
-  batch = graph_files.Batch()
+  batch = graph_files.Batch(graph)
   held = [graph_def]  # let go of as soon as serialized
   del graph_def
 

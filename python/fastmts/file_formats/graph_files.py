@@ -21,11 +21,16 @@ computing its GraphDef too, which is the same then as later. So:
   later checkpoint is saved, and before the interpreter exits (the thread
   is not a daemon);
 - an error met in the background is raised by the next of those waits
-  (`wait_all`), not lost.
+  (`wait_and_raise`), not lost.
+
+Batches and their errors belong to a graph: a session waits for its own
+graph's files and raises their errors, not another session's (two sessions
+of a process, each on its graph).
 """
 import os
 import queue
 import threading
+import weakref
 
 from tensorflow.python.platform import tf_logging as logging
 
@@ -37,16 +42,18 @@ MIN_BYTES = 8 << 20
 
 _lock = threading.Lock()
 _batches = []  # started and not waited for yet
-_errors = []  # met in the background, not raised yet
+_errors = []  # (the batch's graph, error) met in the background, not raised yet
 
 
 class Batch:
   """Jobs run one after the other on a thread of their own. A job is a
   (run, give_up) pair: `give_up` is called instead of `run` once an earlier
   job failed, and after `run` fails (it must leave nothing half done: a
-  reserved record dropped, a temporary removed)."""
+  reserved record dropped, a temporary removed). The files are `graph`'s
+  (held weakly: a graph let go of needs no wait)."""
 
-  def __init__(self):
+  def __init__(self, graph):
+    self._graph = weakref.ref(graph)
     self._jobs = queue.SimpleQueue()
     self._thread = threading.Thread(target=self._run, name='fastmts-graph-files')
     self._thread.start()
@@ -77,7 +84,7 @@ class Batch:
         except BaseException as error:  # pylint: disable=broad-except
           failed = True
           with _lock:
-            _errors.append(error)
+            _errors.append((self._graph, error))
       if give_up is not None:
         try:
           give_up()
@@ -87,6 +94,10 @@ class Batch:
   def join(self):
     """Returns once the thread ended (end() called, the jobs done)."""
     self._thread.join()
+
+  def of(self, graph):
+    """Whether these are graph's files."""
+    return self._graph() is graph
 
 
 def _yield_to_training():
@@ -140,11 +151,11 @@ def _constant_bytes(tensor):
   return (tensor.shape.num_elements() or 0) * tensor.dtype.size
 
 
-def wait_all():
-  """Returns once every batch started so far is done (their errors kept for
-  raise_error)."""
+def wait_all(graph):
+  """Returns once every batch of `graph` started so far is done (their
+  errors kept for raise_error)."""
   with _lock:
-    batches = list(_batches)
+    batches = [batch for batch in _batches if batch.of(graph)]
   for batch in batches:
     batch.join()
   with _lock:
@@ -153,22 +164,21 @@ def wait_all():
         _batches.remove(batch)
 
 
-def raise_error():
-  """Raises the first error a background write met and nobody was told of."""
+def raise_error(graph):
+  """Raises the first error a background write of `graph`'s files met and
+  nobody was told of."""
   with _lock:
-    if not _errors:
-      return
-    error = _errors.pop(0)
-  raise error
+    lost = [error for graph_ref, error in _errors if graph_ref() is None]
+    mine = [error for graph_ref, error in _errors if graph_ref() is graph]
+    _errors[:] = [(graph_ref, error) for graph_ref, error in _errors
+                  if graph_ref() is not None and error is not (mine[0] if mine else None)]
+  for error in lost:  # a graph gone before anyone waited for its files
+    logging.error('fastmts: a graph file was not written: %s', error)
+  if mine:
+    raise mine[0]
 
 
-def wait_and_raise():
-  """wait_all(), then raise_error()."""
-  wait_all()
-  raise_error()
-
-
-def pending():
-  """Whether a batch may still be writing."""
-  with _lock:
-    return bool(_batches)
+def wait_and_raise(graph):
+  """wait_all(graph), then raise_error(graph)."""
+  wait_all(graph)
+  raise_error(graph)

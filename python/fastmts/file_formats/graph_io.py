@@ -4,6 +4,7 @@
 printed from the message's wire bytes by the native printer; messages it
 does not reproduce (an Any, an extension, ...) are printed by text_format.
 """
+import contextlib
 import inspect
 import os
 import sys
@@ -14,6 +15,7 @@ from google.protobuf import text_format
 
 from fastmts import _native
 from fastmts import _tensorflow
+from fastmts._internal import errors
 from fastmts.file_formats import text_format_schema
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import graph_pb2
@@ -147,29 +149,41 @@ def _is_local(logdir):
   return '://' not in logdir
 
 
+@contextlib.contextmanager
+def _as_tf_errors(file):
+  """The native file's OSError (a disk filling up meanwhile) raised as the
+  error TF's own write of that file raises for its errno."""
+  try:
+    yield
+  except OSError as error:
+    raise errors.from_os_error(error, file.path) from error
+
+
 def write_text(file, serialized):
   """The second half, in any thread: the text of the GraphDef whose bytes
   are `serialized` (its SerializePartialToString(deterministic=True)) as
   write_graph(as_text=True) prints it, streamed into `file` (from
   open_file) and committed."""
-  float_format = _TF_FLOAT_FORMAT
-  schema = (text_format_schema.native_schema(graph_pb2.GraphDef.DESCRIPTOR)
-            if float_format in _NATIVE_FLOAT_FORMATS else None)
-  if schema is not None:
-    try:
-      _native.text_format_to_file(schema, serialized, _AS_UTF8, float_format == '', file)
-      file.commit()
-      return
-    except ValueError:  # what the native printer does not reproduce: text_format's text
-      file.abort()
-      file = _native.AtomicFile(file.path)
-  text = message_to_text(graph_pb2.GraphDef.FromString(serialized), float_format)
-  file.write(text.encode('utf-8'))
-  file.commit()
+  with _as_tf_errors(file):
+    float_format = _TF_FLOAT_FORMAT
+    schema = (text_format_schema.native_schema(graph_pb2.GraphDef.DESCRIPTOR)
+              if float_format in _NATIVE_FLOAT_FORMATS else None)
+    if schema is not None:
+      try:
+        _native.text_format_to_file(schema, serialized, _AS_UTF8, float_format == '', file)
+        file.commit()
+        return
+      except ValueError:  # what the native printer does not reproduce: text_format's text
+        file.abort()
+        file = _native.AtomicFile(file.path)
+    text = message_to_text(graph_pb2.GraphDef.FromString(serialized), float_format)
+    file.write(text.encode('utf-8'))
+    file.commit()
 
 
 def write_bytes(file, contents):
   """The second half of write_serialized_graph, in any thread: `contents`
   into `file` (from open_file), committed."""
-  file.write(contents)
-  file.commit()
+  with _as_tf_errors(file):
+    file.write(contents)
+    file.commit()
