@@ -2,8 +2,11 @@
 
 Two worker processes on loopback gRPC (tests/cluster_utils.py), each running
 the same interleaved blocks (serpentine order, medians of the blocks, as
-bench/measure.py's Interleaver) of four runners on the trivial graph, at its
-own server:
+bench/measure.py's Interleaver) of four runners, at its
+own server. The step is a data-parallel step at its smallest (a variable
+updated by the all_reduce of every rank's 1.0, and the global step), so the
+ranks run in lockstep as in training, and the figures are what the vote adds
+to a step that already waits for the slowest rank:
 
   floor       the step's TF_SessionRun in a C++ loop (fastmts.benchmarking)
   off         fastmts.MonitoredTrainingSession, no agreed_stop, run_steps
@@ -92,7 +95,6 @@ def _runners(spec, idx):
   import fastmts  # pylint: disable=g-import-not-at-top
   from fastmts import benchmarking  # pylint: disable=g-import-not-at-top
   import measure  # pylint: disable=g-import-not-at-top  (disables eager)
-  import models  # pylint: disable=g-import-not-at-top
   tf1 = tf.compat.v1
   ranks = len(spec['worker'])
   config = tf1.ConfigProto()
@@ -104,7 +106,7 @@ def _runners(spec, idx):
   for i, name in enumerate(RUNNERS):
     with tf.Graph().as_default():
       with tf1.device(device):
-        model = models.trivial()
+        model = _lockstep_step(tf, ranks, 2000 + i)
       if name == 'floor':
         init = tf1.global_variables_initializer()
         sess = tf1.Session(server.target, config=config)
@@ -123,6 +125,19 @@ def _runners(spec, idx):
   return runners, sessions
 
 
+def _lockstep_step(tf, ranks, instance_key):
+  """A data-parallel step at its smallest: the global step's increment and
+  one variable's update by the all_reduce (sum) of every rank's 1.0, which
+  keeps the ranks in lockstep as a gradient all_reduce does."""
+  from tensorflow.python.ops import collective_ops  # pylint: disable=g-import-not-at-top
+  tf1 = tf.compat.v1
+  global_step = tf1.train.get_or_create_global_step()
+  v = tf1.get_variable('v', [], tf.float32, tf1.zeros_initializer())
+  update = collective_ops.all_reduce(tf.constant(1.0), ranks, 1, instance_key, 'Add', 'Id')
+  train_op = tf.group(v.assign_add(update), global_step.assign_add(1))
+  return type('Model', (), {'train_op': train_op})
+
+
 def _timed_loop(sess, op, steps):
   t0 = time.perf_counter()
   sess.run_steps(op, max_steps=steps)
@@ -137,6 +152,7 @@ def _measure(spec, idx, steps, rounds):
     for r in range(rounds + 1):  # round 0: warmup
       order = list(RUNNERS) if r % 2 == 0 else list(RUNNERS)[::-1]
       for name in order:
+        print('round %d %s' % (r, name), file=sys.stderr, flush=True)
         gc.collect()
         runners[name](SETTLE_STEPS)  # the same count on every rank: votes pair up
         elapsed = runners[name](steps)
