@@ -350,7 +350,9 @@ def _horovod_ranks(workdir, ranks, options):
   """Starts `ranks` ranks under horovodrun --gloo, in a process group of
   their own; (Popen, stdout path)."""
   out = os.path.join(workdir, 'horovodrun.stdout')
-  env = cluster_utils.child_env({'CLUSTER_UTILS_MAX_LIFETIME': str(_RANK_HANG_BOUND_SECS)})
+  # horovodrun's launcher is the ranks' parent: their watchdog keeps only its lifetime cap.
+  env = cluster_utils.child_env({'CLUSTER_UTILS_MAX_LIFETIME': str(_RANK_HANG_BOUND_SECS),
+                                 'CLUSTER_UTILS_PARENT_PID': '0'})
   with open(out, 'w') as f:
     popen = subprocess.Popen(
         [_horovodrun(), '-np', str(ranks), '-H', 'localhost:%d' % ranks, '--gloo',
