@@ -73,6 +73,15 @@ def horovod_setup():
           lambda t: hvd.allreduce(t, op=hvd.Average, name='train_allreduce'), None)
 
 
+def results_printed():
+  """A Horovod barrier: every rank has printed its result."""
+  import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    barrier = hvd.allreduce(tf.constant(0), op=hvd.Sum, name='results_printed')
+    with tf1.Session() as sess:
+      sess.run(barrier)
+
+
 def main():
   setup = horovod_setup if opts.get('engine') == 'horovod' else collective_setup
   rank, ranks, master, config, engine, allreduce, device = setup()
@@ -118,6 +127,8 @@ def main():
       'w': latest and float(tf1.train.load_variable(latest, 'w')),
   }
   print(cluster_utils.RESULT_PREFIX + json.dumps(result), flush=True)
+  if opts.get('engine') == 'horovod':  # horovodrun ends the job at the first exit of 143
+    results_printed()
   sys.exit(record.exit_code if record is not None else 0)
 
 

@@ -79,5 +79,6 @@ __all__ = [
     'CheckpointSaverHook', 'CheckpointSaverListener', 'StepCounterHook', 'SummarySaverHook',
     'GlobalStepWaiterHook', 'FinalOpsHook', 'FeedFnHook', 'ProfilerHook', 'SecondOrStepTimer',
     'USE_DEFAULT', 'RecoveryPolicy', 'PreemptionPolicy', 'PreemptionHook', 'Preemption',
-    'Preempted', 'AgreedStop', 'AgreedStopRecord', 'CollectiveEngine', 'HorovodEngine', 'patch', 'unpatch', 'is_patched', 'report_hook_costs',
+    'Preempted', 'AgreedStop', 'AgreedStopRecord', 'CollectiveEngine', 'HorovodEngine',
+    'patch', 'unpatch', 'is_patched', 'report_hook_costs',
 ]

@@ -505,6 +505,8 @@ class _MonitoredSession:
       self._coordinated_creator.hooked.write_hook_state_to_tf_hooks()
       if not exception_type:
         self._coordinated_creator.hooked.end()
+      if self._agreement is not None:
+        self._agreement.barrier(self._coordinated_creator.tf_sess)
     finally:
       report = self._coordinated_creator.hooked.cost_report()
       if report is not None and self._sess is not None:

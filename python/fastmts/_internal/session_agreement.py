@@ -22,6 +22,7 @@ class SessionAgreement:
 
   def __init__(self, policy, hooked):
     wish, vote = policy.build()
+    self._wish, self._vote = wish, vote
     self.native = _native.StopAgreement(wish=_output(wish), vote=_output(vote),
                                         every_n_steps=policy.every_n_steps)
     hooked.native.set_agreement(self.native)
@@ -40,6 +41,14 @@ class SessionAgreement:
     """This rank was preempted (in the signal handler; takes no lock): it
     wishes to stop with `exit_code`, which the vote hands every rank."""
     self.native.wish(exit_code)
+
+  def barrier(self, tf_sess):
+    """At the close of ranks that agreed to stop, after the hooks' end()
+    (the chief's checkpoint): one more vote, which every rank runs once, so
+    that no rank leaves (and no launcher that ends a job at its first exit,
+    such as horovodrun, cuts the chief's save short) before all are there."""
+    if self.record is not None:
+      tf_sess.run(self._vote, feed_dict={self._wish: 0})
 
   @property
   def record(self):

@@ -23,8 +23,9 @@ def report_close(preemption, closed):
   log = logging.info if preemption.seconds_to_close <= preemption.grace_period_secs else (
       logging.warning)
   log('fastmts: preempted by %s%s: %s; session %s %.2f s after the signal (grace period %g s).',
-      preemption.signal.name, ' (sent to another rank)' if preemption.by_peer else '', saved, 'closed' if closed else 'close failed',
-      preemption.seconds_to_close, preemption.grace_period_secs)
+      preemption.signal.name, ' (sent to another rank)' if preemption.by_peer else '', saved,
+      'closed' if closed else 'close failed', preemption.seconds_to_close,
+      preemption.grace_period_secs)
 
 
 class SessionPreemption(session_layers.StopPolicy):
