@@ -418,3 +418,5 @@ def test_horovod_sigterm_to_one_rank_stops_every_rank_at_one_step(tmp_path):
     step = results['worker0']['agreed_step']
     assert step % every_n_steps == 0
     _check_agreed(results, step, 143, ckpt)
+    assert [results['worker%d' % i]['preempted_here'] for i in range(ranks)] == [
+        i == target for i in range(ranks)]
