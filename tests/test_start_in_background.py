@@ -138,8 +138,9 @@ def test_graph_def_serialized_in_pieces_is_protobufs_serialization():
 
 
 def test_background_path_chosen_from_the_graph(monkeypatch):
-  """graph_files.worth_it_graph decides from the graph's operations, without
-  computing the GraphDef, what worth_it decides from the GraphDef: 9 MB of
+  """graph_files.worth_it_graph decides from the graph's operations
+  (estimated_bytes), without computing the GraphDef, what worth_it decides
+  from the GraphDef: 9 MB of
   constants go to the background, 1 MB does not; a graph estimated past
   MAX_BACKGROUND_BYTES (TF refuses a GraphDef over 2 GB, at creation) has
   its GraphDef computed in place."""
@@ -148,12 +149,12 @@ def test_background_path_chosen_from_the_graph(monkeypatch):
   for constant_mb, expected in ((9, True), (1, False)):
     with tf.Graph().as_default() as graph:
       _graph(constant_mb)
-      assert graph_files.worth_it_graph(graph) is expected
+      assert graph_files.worth_it_graph(graph_files.estimated_bytes(graph)) is expected
       assert graph_files.worth_it(graph.as_graph_def()) is expected
   monkeypatch.setattr(graph_files, 'MAX_BACKGROUND_BYTES', 4 << 20)
   with tf.Graph().as_default() as graph:
     _graph(9)
-    assert graph_files.worth_it_graph(graph) is False
+    assert graph_files.worth_it_graph(graph_files.estimated_bytes(graph)) is False
 
 
 @pytest.mark.parametrize('where', ['under_a_file', 'pbtxt_is_a_directory'])
@@ -234,33 +235,42 @@ def _small_disk(path, size='1m'):
     subprocess.run(['umount', '-l', path], check=False, timeout=60)
 
 
-def test_disk_full_raises_tf_error(check):
-  """A disk that fills up as graph.pbtxt is written: TF raises its
-  ResourceExhaustedError ('<file>; No space left on device') at creation;
-  fastmts, writing it in the background, raises that error at close (its
-  message names graph.pbtxt, TF's its temporary)."""
+def _fill(directory, leave):
+  """A file in `directory` taking all the room of its file system but `leave` bytes."""
+  stats = os.statvfs(directory)
+  with open(os.path.join(directory, 'filler'), 'wb') as filler:
+    filler.truncate(0)
+    filler.write(b'\0' * max(0, stats.f_bavail * stats.f_frsize - leave))
+
+
+def test_disk_full_raises_tf_error_at_creation(check):
+  """A disk without room for graph.pbtxt: TF raises its
+  ResourceExhaustedError ('<its temporary>; No space left on device') at
+  creation, leaving the temporary; so does fastmts, whose files are written
+  in place, TF's way, where the disk may not hold them (graph_files.room_for)."""
 
   def scenario(impl, workdir):
     with _small_disk(os.path.join(workdir, 'disk')) as disk, tf.Graph().as_default():
-      train = _graph(constant_mb=2)  # some 6 MB of text on a 1 MB disk
+      _graph(constant_mb=2)  # some 6 MB of text on a 1 MB disk
       try:
-        sess = impl.MonitoredTrainingSession(checkpoint_dir=disk, **_KWARGS)
-        sess.run(train)
-        sess.close()
-      except tf.errors.OpError as error:
-        assert re.match(r'^%s/graph\.pbtxt(\.tmp[0-9a-f]{32})?; No space left on device$' %
-                        re.escape(disk), error.message), error.message
-        return type(error)
+        made = outcome(impl.MonitoredTrainingSession, checkpoint_dir=disk, **_KWARGS)
       finally:
         v1.summary.FileWriterCache.clear()  # no writer left open on the disk unmounted
-      return 'no error'
+      if not isinstance(made, Raised):
+        made.close()
+        return 'created'
+      return (made.type, re.sub(r'tmp[0-9a-f]{32}', 'tmpX', made.message.replace(disk, 'DISK')),
+              sorted(re.sub(r'tmp[0-9a-f]{32}', 'tmpX', name) for name in os.listdir(disk)
+                     if not name.startswith('events.')))
 
-  assert check(scenario) is tf.errors.ResourceExhaustedError
+  assert check(scenario) == (tf.errors.ResourceExhaustedError,
+                             'DISK/graph.pbtxt.tmpX; No space left on device', ['graph.pbtxt.tmpX'])
 
 
 def test_a_session_raises_its_own_graph_files_error(tmp_path, fastmts, monkeypatch):
   """Two sessions, each on its graph: the error of the first one's graph
-  files (a full disk) is raised by its own close, not by the other's."""
+  files (a disk filled by another file after its creation) is TF's error
+  for it, raised by its own close, not by the other's."""
   from fastmts.file_formats import graph_io  # pylint: disable=import-outside-toplevel
   write_text = graph_io.write_text
   created = threading.Event()
@@ -270,11 +280,12 @@ def test_a_session_raises_its_own_graph_files_error(tmp_path, fastmts, monkeypat
     return write_text(*args)
 
   monkeypatch.setattr(graph_io, 'write_text', write_text_once_created)
-  with _small_disk(str(tmp_path / 'disk'), size='6m') as disk:  # the records fit, the text not
+  with _small_disk(str(tmp_path / 'disk'), size='64m') as disk:
     try:
       with tf.Graph().as_default():
-        _graph(constant_mb=2)
+        _graph(constant_mb=2)  # room for its files at creation; then another file takes it
         full = fastmts.MonitoredTrainingSession(checkpoint_dir=disk, **_KWARGS)
+        _fill(disk, leave=5 << 20)  # the records fit (4 MB), graph.pbtxt's text not
         created.set()
       with tf.Graph().as_default():
         train = _graph()

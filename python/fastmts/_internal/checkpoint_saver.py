@@ -131,7 +131,10 @@ def _start_in_background(hook, session, graph):
   graph record was built but cannot be reused, that record without what
   comes from the GraphDef (graph_events.meta_graph_shell)."""
   # pylint: disable=protected-access
-  if not _in_background_as_tf(hook, session, graph) or not graph_files.worth_it_graph(graph):
+  if not _in_background_as_tf(hook, session, graph):
+    return False
+  size = graph_files.estimated_bytes(graph)
+  if not graph_files.worth_it_graph(size):
     return False
   saver = hook._get_saver()
   shell = graph_events.meta_graph_shell(graph, saver_def=saver.saver_def)
@@ -139,6 +142,9 @@ def _start_in_background(hook, session, graph):
     return shell
   pbtxt = graph_io.open_file(hook._checkpoint_dir, 'graph.pbtxt')
   if pbtxt is None:
+    return False
+  if not graph_files.room_for(hook._checkpoint_dir, size):  # TF's writes, its full disk's error
+    pbtxt.abort()
     return False
   graph_record = graph_events.reserve_graph(hook._summary_writer, graph)
   meta_record = None if graph_record is None else event_file_writer.reserve(

@@ -131,19 +131,47 @@ def worth_it(graph_def):
 MAX_BACKGROUND_BYTES = 3 << 29
 
 
-def worth_it_graph(graph):
-  """worth_it of graph.as_graph_def(), estimated from the graph's
+def estimated_bytes(graph):
+  """graph.as_graph_def()'s serialized size, estimated from the graph's
   operations without computing it (that alone costs 0.1 s for 64 MB of
   constants): 100 bytes an operation, plus the bytes of each constant of a
-  known shape. False as well past MAX_BACKGROUND_BYTES."""
+  known shape; counted up to MAX_BACKGROUND_BYTES."""
   operations = graph.get_operations()
   size = 100 * len(operations)
   for operation in operations:
     if size >= MAX_BACKGROUND_BYTES:
-      return False
+      break
     if operation.type == 'Const':
       size += _constant_bytes(operation.outputs[0])
-  return size >= MIN_BYTES
+  return size
+
+
+def worth_it_graph(size):
+  """worth_it of a graph whose GraphDef is of `size` (estimated_bytes):
+  False as well past MAX_BACKGROUND_BYTES."""
+  return MIN_BYTES <= size < MAX_BACKGROUND_BYTES
+
+
+# The bytes the start's files of a graph take on disk, at most, per byte of
+# its GraphDef: graph.pbtxt (a byte of a tensor's contents is printed as up
+# to 4 characters, a node's fields with their names), the graph and meta
+# graph records, the first checkpoint's .meta; and a margin.
+_DISK_BYTES_PER_GRAPH_BYTE = 9
+_DISK_MARGIN_BYTES = 16 << 20
+
+
+def room_for(directory, size):
+  """Whether the file system of `directory` has room for the start's files
+  of a graph whose GraphDef is of `size` (estimated_bytes). TF writes
+  graph.pbtxt and the .meta before creation returns, so a full disk's error
+  is raised at creation; where the files may not fit, they are written in
+  place, TF's way, with TF's error."""
+  try:
+    stats = os.statvfs(directory)
+  except (AttributeError, OSError):
+    return False
+  return (stats.f_bavail * stats.f_frsize >=
+          _DISK_BYTES_PER_GRAPH_BYTE * size + _DISK_MARGIN_BYTES)
 
 
 def _constant_bytes(tensor):
