@@ -80,14 +80,8 @@ def summary(result):
 # ---------------------------------------------------------------------------
 
 def _worker_main(argv):
-  import argparse  # pylint: disable=g-import-not-at-top
-  p = argparse.ArgumentParser()
-  p.add_argument('--cluster', required=True)
-  p.add_argument('--task_index', type=int, required=True)
-  p.add_argument('--impl', default='fastmts')
-  p.add_argument('--options', default='{}')
-  args = p.parse_args(argv)
-  opts = json.loads(args.options)
+  args = cluster_utils.worker_args(argv)
+  opts = args.options
   cluster_utils.start_watchdog()
 
   sys.path.insert(0, HERE)

@@ -253,6 +253,20 @@ sys.exit(1 if result['error'] else 0)
 '''
 
 
+def worker_args(argv=None):
+  """The arguments a worker script gets from Cluster.start_worker:
+  cluster (the JSON text), task_index, impl, and options (parsed)."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  p = argparse.ArgumentParser()
+  p.add_argument('--cluster', required=True)
+  p.add_argument('--task_index', type=int, required=True)
+  p.add_argument('--impl', default='fastmts')
+  p.add_argument('--options', default='{}')
+  args = p.parse_args(argv)
+  args.options = json.loads(args.options)
+  return args
+
+
 def free_ports(n):
   """``n`` distinct TCP ports that were free a moment ago (bound to port 0)."""
   socks, ports = [], []

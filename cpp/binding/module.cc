@@ -4,6 +4,7 @@
 // knows nothing of Python.
 #include <pybind11/pybind11.h>
 
+#include "binding/agreed_stop_binding.h"
 #include "binding/atomic_file_binding.h"
 #include "binding/benchmark_binding.h"
 #include "binding/checkpoint_writer_binding.h"
@@ -30,6 +31,7 @@ PYBIND11_MODULE(_native, m) {
   register_checkpoint_writer(m);  // before the hooks: CheckpointSaverHook takes a writer
   register_coordinator(m);  // before the session: its loop takes a Coordinator
   register_hooks(m);
+  register_agreed_stop(m);  // before the session: it takes one
   register_session(m);
   register_benchmarking(m);
 }

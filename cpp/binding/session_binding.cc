@@ -42,6 +42,7 @@ py::tuple run_step(HookedSession& session, py::handle plan, py::handle feed_plan
   RunRequest caller = request_from_python(plan, feed_plan, feed_values, run_options);
   RunResult result = session.run(caller, want_metadata, &step_state);
   take_python_stop_request(session, step_state);
+  session.settle_stop(session.runner());
   py::object metadata = result.run_metadata.empty() ? py::object(py::none())
                                                     : py::object(py::bytes(result.run_metadata));
   return py::make_tuple(outputs_to_python(result.outputs), metadata, result.hooks_traced);
@@ -159,6 +160,7 @@ class FastRun {
     try {
       result = session_->run(plan->request, false, &state);
       take_python_stop_request(*session_, state);
+      session_->settle_stop(session_->runner());
     } catch (py::error_already_set& e) {
       if (!e.matches(PyExc_Exception)) throw;  // KeyboardInterrupt and the like
       return failed_(e.value(), fetches);
@@ -265,6 +267,7 @@ void register_session(py::module_& m) {
            py::arg("feed_values"), py::arg("max_steps"), py::arg("coordinator"),
            py::arg("make_state"), py::arg("python_signals"), py::arg("progress") = py::none())
       .def_property_readonly("steps_run", &HookedSession::steps_run)
+      .def("set_agreement", &HookedSession::set_agreement, py::arg("agreement"))
       // A plain run on the attached session, no hooks (for TF's own hook code).
       .def("run_plain",
            [](const HookedSession& s, const std::shared_ptr<RunPlan>& plan) {

@@ -102,6 +102,7 @@ int64_t HookedSession::run_loop(const RunRequest& caller, const LoopControl& con
     ++done;
     if (control.steps_done) *control.steps_done = done;
     if (control.end_step) control.end_step(user_data);
+    settle_stop(runner);
   }
   return done;
 }

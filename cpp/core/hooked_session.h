@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/agreed_stop.h"
 #include "core/coordinator.h"
 #include "core/fetch_merge.h"
 #include "core/hook_dispatch_lock.h"
@@ -233,8 +234,26 @@ class HookedSession {
 
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
   // For a stop decided outside the hooks' after_run (e.g. Python hooks that
-  // share one run context, read once per step; a stop signal).
-  void request_stop() { stop_requested_.store(true, std::memory_order_release); }
+  // share one run context, read once per step; a stop signal). With an
+  // agreement it is this rank's wish, which the next vote settles.
+  void request_stop() {
+    if (agreement_) {
+      agreement_->wish(1);
+      return;
+    }
+    stop_requested_.store(true, std::memory_order_release);
+  }
+  // Opt-in, before the first attach: stops are agreed between ranks.
+  void set_agreement(std::shared_ptr<StopAgreement> agreement) {
+    agreement_ = std::move(agreement);
+  }
+  // A completed step's stop requests are all in (the Python hooks' ones
+  // included): with an agreement, its vote every n-th step, on `runner`,
+  // and the stop if the ranks agreed. Nothing without one.
+  void settle_stop(const SessionRunner& runner) {
+    if (agreement_ && !stop_requested() && agreement_->after_step(runner))
+      stop_requested_.store(true, std::memory_order_release);
+  }
   const std::vector<HookPtr>& hooks() const { return hooks_; }
 
  private:
@@ -258,6 +277,7 @@ class HookedSession {
   StepScratchPool scratches_;
   SessionRunner runner_{nullptr};
   std::atomic<bool> stop_requested_{false};
+  std::shared_ptr<StopAgreement> agreement_;  // null unless agreed stops are on
   HookDispatchLock dispatch_;          // each step's hook rounds (see its header)
   std::atomic<int64_t> steps_run_{0};  // moved under dispatch_
   std::unique_ptr<HookCosts> costs_;   // null unless tracking; moved under dispatch_

@@ -29,6 +29,10 @@ def _register_dtypes():
 _register_dtypes()
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from fastmts.agreed_stop import AgreedStop
+from fastmts.agreed_stop import AgreedStopRecord
+from fastmts.agreed_stop import CollectiveEngine
+from fastmts.agreed_stop import HorovodEngine
 from fastmts.basic_session_run_hooks import CheckpointSaverHook
 from fastmts.basic_session_run_hooks import CheckpointSaverListener
 from fastmts.basic_session_run_hooks import FeedFnHook
@@ -75,5 +79,6 @@ __all__ = [
     'CheckpointSaverHook', 'CheckpointSaverListener', 'StepCounterHook', 'SummarySaverHook',
     'GlobalStepWaiterHook', 'FinalOpsHook', 'FeedFnHook', 'ProfilerHook', 'SecondOrStepTimer',
     'USE_DEFAULT', 'RecoveryPolicy', 'PreemptionPolicy', 'PreemptionHook', 'Preemption',
-    'Preempted', 'patch', 'unpatch', 'is_patched', 'report_hook_costs',
+    'Preempted', 'AgreedStop', 'AgreedStopRecord', 'CollectiveEngine', 'HorovodEngine',
+    'patch', 'unpatch', 'is_patched', 'report_hook_costs',
 ]

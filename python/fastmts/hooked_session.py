@@ -164,6 +164,7 @@ class HookedSession:
     self.coord = None
     self.plans = None
     self.graph = None
+    self.agreement = None  # the session's SessionAgreement (fastmts.AgreedStop), if any
     self._tf_dispatch = None  # the TFHookDispatch of a session run by TF's code
     self._tf_dispatch_steps = 0  # steps run by earlier ones
     self._native_holds_state = False  # of the stock hooks, until handed back
@@ -177,6 +178,9 @@ class HookedSession:
     self.coord = coord
     self.graph = tf_sess.graph
     if not python_hooked_session.runs_natively(tf_sess):
+      if self.agreement is not None:
+        raise ValueError('fastmts.AgreedStop needs a session fastmts steps natively (a plain '
+                         'tf.compat.v1.Session), not %s' % type(tf_sess).__name__)
       # The stock hooks' own Python methods run now: they carry on from
       # what the native dispatch did with them so far.
       self.write_hook_state_to_tf_hooks()

@@ -36,6 +36,7 @@ from fastmts.hooked_session import LoopProgress
 from fastmts._internal import python_hooked_session
 from fastmts import queue_runner
 from fastmts import session_layers
+from fastmts._internal import session_agreement
 from fastmts._internal import session_preemption
 from fastmts.queue_runner import QueueRunners
 from fastmts.recovery import RecoveryPolicy
@@ -86,7 +87,7 @@ def _create_monitored_session_with_worker_context(
     save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
     config=None, stop_grace_period_secs=120, log_step_count_steps=100, max_wait_secs=7200,
     save_checkpoint_steps=None, summary_dir=None, save_graph_def=True, recovery=None,
-    end_on_interrupt=False, async_checkpoint=False, preemption=None):
+    end_on_interrupt=False, async_checkpoint=False, preemption=None, agreed_stop=None):
   """MonitoredTrainingSession under a distribute-coordinator worker context:
   TF's rules for which task writes summaries and checkpoints, and where."""
   all_hooks = list(hooks or [])
@@ -140,7 +141,7 @@ def _create_monitored_session_with_worker_context(
       scaffold, config=config, checkpoint_dir=checkpoint_dir, max_wait_secs=max_wait_secs)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
                           stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
-                          end_on_interrupt=end_on_interrupt)
+                          end_on_interrupt=end_on_interrupt, agreed_stop=agreed_stop)
 
 
 def MonitoredTrainingSession(  # pylint: disable=invalid-name
@@ -164,7 +165,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     recovery=None,
     end_on_interrupt=False,
     async_checkpoint=False,
-    preemption=None):
+    preemption=None,
+    agreed_stop=None):
   """Creates a `MonitoredSession` for training, as
   `tf.compat.v1.train.MonitoredTrainingSession` does.
 
@@ -182,6 +184,11 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
       flight, the chief checkpoints that step in `checkpoint_dir` at close,
       workers write nothing, and `sess.preemption` tells what happened (see
       fastmts.PreemptionHook); off by default: TF's process dies.
+    agreed_stop: a fastmts.AgreedStop: the ranks of a data-parallel job
+      (Horovod, TF's collective ops) stop at one step, the one the first of
+      them wished to stop at (a hook's request, a preemption signal), so
+      none is left hanging in an allreduce; `sess.agreed_stop` tells how.
+      Off by default (None): nothing added to the graph or the step.
 
   For a chief, sets up initialization/restoring and the default hooks (step
   counter, summaries, and checkpoints when `checkpoint_dir` is set, with
@@ -212,7 +219,7 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
         log_step_count_steps=log_step_count_steps, max_wait_secs=max_wait_secs,
         save_checkpoint_steps=save_checkpoint_steps, summary_dir=summary_dir,
         save_graph_def=save_graph_def, recovery=recovery, end_on_interrupt=end_on_interrupt,
-        async_checkpoint=async_checkpoint, preemption=preemption)
+        async_checkpoint=async_checkpoint, preemption=preemption, agreed_stop=agreed_stop)
 
   if not is_chief:
     session_creator = WorkerSessionCreator(
@@ -222,7 +229,7 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
       worker_hooks.append(preemption_lib.PreemptionHook(policy=preemption))
     return MonitoredSession(session_creator=session_creator, hooks=worker_hooks,
                             stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
-                            end_on_interrupt=end_on_interrupt)
+                            end_on_interrupt=end_on_interrupt, agreed_stop=agreed_stop)
 
   all_hooks = list(chief_only_hooks or [])
   session_creator = ChiefSessionCreator(
@@ -245,20 +252,21 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
                                                    scaffold=scaffold))
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
                           stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
-                          end_on_interrupt=end_on_interrupt)
+                          end_on_interrupt=end_on_interrupt, agreed_stop=agreed_stop)
 
 
 class _MonitoredSession:
   """See `MonitoredSession` or `SingularMonitoredSession`."""
 
   def __init__(self, session_creator, hooks, should_recover, stop_grace_period_secs=120,
-               recovery=None, end_on_interrupt=False):
+               recovery=None, end_on_interrupt=False, agreed_stop=None):
     if recovery is not None and not isinstance(recovery, RecoveryPolicy):
       raise TypeError('recovery must be a fastmts.RecoveryPolicy or None, got %r' % (recovery,))
     self._end_on_interrupt = end_on_interrupt
     _tensorflow.count_as_tf_code_in_errors()  # before hooks' begin() and the Scaffold make ops
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
+    self._agreement = None
     me = weakref.proxy(self)
     self._preemption = session_preemption.SessionPreemption.of(
         self._hooks, lambda: me._stop_after_step_in_flight())  # pylint: disable=protected-access
@@ -271,9 +279,11 @@ class _MonitoredSession:
       worker_context = distribute_coordinator_context.get_current_worker_context()
       if not session_creator and worker_context:
         session_creator = worker_context.session_creator()
+      hooked = HookedSession(self._hooks)
+      self._agreement = session_agreement.SessionAgreement.of(agreed_stop, hooked)
       self._coordinated_creator = self._CoordinatedSessionCreator(
           session_creator=session_creator or ChiefSessionCreator(),
-          hooked=HookedSession(self._hooks),
+          hooked=hooked,
           stop_grace_period_secs=stop_grace_period_secs,
           stop_policy=self._preemption)
       if should_recover:
@@ -295,8 +305,13 @@ class _MonitoredSession:
 
   def _stop_after_step_in_flight(self):
     """A stop signal arrived (in its handler): the step in flight, if any,
-    is the last one."""
+    is the last one; with an agreed stop, this rank's wish, and True (the
+    coordinator stops with the session, at the step the ranks agree on)."""
+    if self._agreement is not None:
+      self._agreement.wish(self._preemption.record.exit_code)
+      return True
     self._coordinated_creator.hooked.request_stop()
+    return False
 
   @property
   def preemption(self):
@@ -304,6 +319,12 @@ class _MonitoredSession:
     on by MonitoredTrainingSession's `preemption`), its `Preemption` record:
     the signal, the step checkpointed and where, and the times it took."""
     return self._preemption.record
+
+  @property
+  def agreed_stop(self):
+    """None, or once the ranks agreed to stop (MonitoredTrainingSession's
+    `agreed_stop`), its `AgreedStopRecord`: the step, the exit code."""
+    return None if self._agreement is None else self._agreement.record
 
   def _fast_run_of(self, hooked):
     """run() itself: the native fast path (no Python at all when every hook
@@ -466,6 +487,9 @@ class _MonitoredSession:
           self._stop_policy)
 
   def _close_internal(self, exception_type=None):
+    agreed = self.agreed_stop
+    if agreed is not None and agreed.preempted:  # a peer's preemption is this rank's too
+      self._preemption.preempted_by_peer(agreed.exit_code - 128)
     self._preemption.before_close()
     closed = False
     try:
@@ -481,6 +505,8 @@ class _MonitoredSession:
       self._coordinated_creator.hooked.write_hook_state_to_tf_hooks()
       if not exception_type:
         self._coordinated_creator.hooked.end()
+      if self._agreement is not None:
+        self._agreement.barrier(self._coordinated_creator.tf_sess)
     finally:
       report = self._coordinated_creator.hooked.cost_report()
       if report is not None and self._sess is not None:
@@ -541,13 +567,15 @@ class MonitoredSession(_MonitoredSession, _tf_monitored_session.MonitoredSession
   each `run()` calls the hooks around one merged run; `close()` calls `end()`
   and closes, and the context manager suppresses `OutOfRangeError` and
   `StopIteration`. `AbortedError`/`UnavailableError` re-create the session.
+  fastmts only: `recovery`, `end_on_interrupt` and `agreed_stop` as
+  `MonitoredTrainingSession`'s.
   """
 
   def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120, *,
-               recovery=None, end_on_interrupt=False):
+               recovery=None, end_on_interrupt=False, agreed_stop=None):
     super().__init__(session_creator, hooks, should_recover=True,
                      stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
-                     end_on_interrupt=end_on_interrupt)
+                     end_on_interrupt=end_on_interrupt, agreed_stop=agreed_stop)
 
 
 class SingularMonitoredSession(_MonitoredSession, _tf_monitored_session.SingularMonitoredSession,

@@ -133,6 +133,9 @@ class Preemption:
     seconds_to_close: from the signal until the session had closed.
     exit_code: 128 + the signal (143 for SIGTERM), what a shell reports for a
       process the signal ended: exit with it if the cluster expects that.
+    by_peer: True when the signal went to another rank of the job and the
+      ranks agreed to stop (fastmts.AgreedStop): `received_at` is then when
+      this rank began to close.
   """
 
   def __init__(self, signum, grace_period_secs):
@@ -145,6 +148,7 @@ class Preemption:
     self.checkpoint_path = None
     self.seconds_to_checkpoint = None
     self.seconds_to_close = None
+    self.by_peer = False
 
   @property
   def exit_code(self):
@@ -341,9 +345,14 @@ class PreemptionHook(session_run_hook.SessionRunHook):
                     ', which is checkpointed' if self._checkpoint_dir is not None else '')
     self._stop()
 
+  def _preempted_by_peer(self, signum):
+    if self.preemption is None:
+      self.preemption = Preemption(signum, self.policy.grace_period_secs)
+      self.preemption.by_peer = True
+
   def _stop(self):
-    if self._session is not None:
-      self._session.signalled()
+    if self._session is not None and self._session.signalled():
+      return  # the ranks agree on the stop: the coordinator stops with the session
     if self._coord is not None:
       _request_stop(self._coord)
 

@@ -105,6 +105,11 @@ class StopPolicy:
     """The session's close ended (`closed`: without an error)."""
     del closed
 
+  def preempted_by_peer(self, signum):
+    """Before the close: another rank was preempted by `signum`, and the
+    ranks agreed to stop (fastmts.AgreedStop)."""
+    del signum
+
   def release(self):
     """The session is gone (closed, or its creation failed)."""
 

@@ -22,9 +22,10 @@ def report_close(preemption, closed):
            if preemption.checkpoint_path else 'nothing checkpointed')
   log = logging.info if preemption.seconds_to_close <= preemption.grace_period_secs else (
       logging.warning)
-  log('fastmts: preempted by %s: %s; session %s %.2f s after the signal (grace period %g s).',
-      preemption.signal.name, saved, 'closed' if closed else 'close failed',
-      preemption.seconds_to_close, preemption.grace_period_secs)
+  log('fastmts: preempted by %s%s: %s; session %s %.2f s after the signal (grace period %g s).',
+      preemption.signal.name, ' (sent to another rank)' if preemption.by_peer else '', saved,
+      'closed' if closed else 'close failed', preemption.seconds_to_close,
+      preemption.grace_period_secs)
 
 
 class SessionPreemption(session_layers.StopPolicy):
@@ -51,8 +52,16 @@ class SessionPreemption(session_layers.StopPolicy):
     return session_layers.NO_STOP if hook is None else cls(hook, stop_session)
 
   def signalled(self):
-    """The hook's report: the first signal arrived (in its handler)."""
-    self._stop_session()
+    """The hook's report: the first signal arrived (in its handler). True
+    when the ranks agree on the stop (fastmts.AgreedStop): the coordinator
+    then stops with the session, not at once."""
+    return self._stop_session()
+
+  def preempted_by_peer(self, signum):
+    """Another rank's preemption stopped this one too (an agreed stop): it
+    is recorded as this rank's, so the chief's hook saves the step and every
+    rank's `preemption` tells the same."""
+    self._hook._preempted_by_peer(signum)  # pylint: disable=protected-access
 
   @property
   def record(self):
