@@ -25,9 +25,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.join(os.path.dirname(HERE), 'tests')
-if TESTS not in sys.path:
-  sys.path.insert(0, TESTS)
+import tests_on_path  # noqa: E402,F401  (tests/ on sys.path)
 
 import cluster_utils  # noqa: E402  (tests/cluster_utils.py)
 
