@@ -197,13 +197,13 @@ def raise_error(graph):
   nobody was told of."""
   with _lock:
     lost = [error for graph_ref, error in _errors if graph_ref() is None]
-    mine = [error for graph_ref, error in _errors if graph_ref() is graph]
+    mine = next((error for graph_ref, error in _errors if graph_ref() is graph), None)
     _errors[:] = [(graph_ref, error) for graph_ref, error in _errors
-                  if graph_ref() is not None and error is not (mine[0] if mine else None)]
+                  if graph_ref() is not None and error is not mine]
   for error in lost:  # a graph gone before anyone waited for its files
     logging.error('fastmts: a graph file was not written: %s', error)
-  if mine:
-    raise mine[0]
+  if mine is not None:
+    raise mine
 
 
 def wait_and_raise(graph):
