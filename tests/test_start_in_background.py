@@ -138,7 +138,7 @@ def test_graph_def_serialized_in_pieces_is_protobufs_serialization():
 
 
 def test_background_path_chosen_from_the_graph(monkeypatch):
-  """graph_files.worth_it_graph decides from the graph's operations
+  """graph_files.worth_it_estimate decides from the graph's operations
   (estimated_bytes), without computing the GraphDef, what worth_it decides
   from the GraphDef: 9 MB of
   constants go to the background, 1 MB does not; a graph estimated past
@@ -149,12 +149,12 @@ def test_background_path_chosen_from_the_graph(monkeypatch):
   for constant_mb, expected in ((9, True), (1, False)):
     with tf.Graph().as_default() as graph:
       _graph(constant_mb)
-      assert graph_files.worth_it_graph(graph_files.estimated_bytes(graph)) is expected
+      assert graph_files.worth_it_estimate(graph_files.estimated_bytes(graph)) is expected
       assert graph_files.worth_it(graph.as_graph_def()) is expected
   monkeypatch.setattr(graph_files, 'MAX_BACKGROUND_BYTES', 4 << 20)
   with tf.Graph().as_default() as graph:
     _graph(9)
-    assert graph_files.worth_it_graph(graph_files.estimated_bytes(graph)) is False
+    assert graph_files.worth_it_estimate(graph_files.estimated_bytes(graph)) is False
 
 
 @pytest.mark.parametrize('where', ['under_a_file', 'pbtxt_is_a_directory'])

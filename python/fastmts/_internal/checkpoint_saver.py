@@ -134,7 +134,7 @@ def _start_in_background(hook, session, graph):
   if not _in_background_as_tf(hook, session, graph):
     return False
   size = graph_files.estimated_bytes(graph)
-  if not graph_files.worth_it_graph(size):
+  if not graph_files.worth_it_estimate(size):
     return False
   saver = hook._get_saver()
   shell = graph_events.meta_graph_shell(graph, saver_def=saver.saver_def)

@@ -146,7 +146,7 @@ def estimated_bytes(graph):
   return size
 
 
-def worth_it_graph(size):
+def worth_it_estimate(size):
   """worth_it of a graph whose GraphDef is of `size` (estimated_bytes):
   False as well past MAX_BACKGROUND_BYTES."""
   return MIN_BYTES <= size < MAX_BACKGROUND_BYTES
