@@ -135,6 +135,37 @@ def assert_same(got, want, path='result'):
     assert got == want, f'{path}: {got!r} != {want!r}'
 
 
+def _estimator_deprecated(cls):
+  """Whether `cls` is exported by tensorflow_estimator (estimator_export) with
+  its own constructor wrapped in TF's deprecation decorator, as that export
+  does from TF 2.12 to 2.15 (deprecation.deprecated wraps a class's __new__,
+  or its __init__ when the class has object's __new__)."""
+  from tensorflow.python.util import tf_decorator  # pylint: disable=g-import-not-at-top
+  return '_estimator_api_names' in vars(cls) and any(
+      d.decorator_name == 'deprecated'
+      for name in ('__new__', '__init__') if name in vars(cls)
+      for d in tf_decorator.unwrap(vars(cls)[name])[0])
+
+
+def estimator_deprecations_out_of_the_way():
+  """Marks as already printed the deprecation warning ('Use tf.keras
+  instead.') that tensorflow_estimator's import (TF 2.12 to 2.15) puts on the
+  constructors of the classes of tf.compat.v1.train it exports (the hooks,
+  NanLossDuringTrainingError, the SessionRunArgs family), as after their
+  first use.
+
+  That warning comes once per process, at the first use after the import. In
+  a process that imported it (the suite, once test_estimator is collected),
+  the first use is in whichever test and side make one first: the warning
+  would be in the compared log lines of that side only. TF's own deprecation
+  warnings (QueueRunner's, start_queue_runners', ...) are left as they are,
+  and so is everything else logged."""
+  from tensorflow.python.util import deprecation  # pylint: disable=g-import-not-at-top
+  for value in vars(tf.compat.v1.train).values():
+    if isinstance(value, type) and _estimator_deprecated(value):
+      deprecation._PRINTED_WARNING[value] = True  # pylint: disable=protected-access
+
+
 # The TF release running (major, minor).
 TF_RELEASE = tuple(int(part) for part in tf.__version__.split('.')[:2])
 

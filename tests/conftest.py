@@ -17,7 +17,8 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 tf.compat.v1.disable_eager_execution()
 
-from compat_utils import LITERALS_HOLD, TF_IMPL, assert_same, assert_same_kind  # pylint: disable=g-import-not-at-top,wrong-import-position
+from compat_utils import (  # pylint: disable=g-import-not-at-top,wrong-import-position
+    LITERALS_HOLD, TF_IMPL, assert_same, assert_same_kind, estimator_deprecations_out_of_the_way)
 
 try:
   import fastmts as _fastmts  # pylint: disable=g-import-not-at-top
@@ -125,19 +126,12 @@ def local_server():
   return tf.distribute.Server.create_local_server()
 
 
-@pytest.fixture(scope='module')
-def deprecation_warnings_out_of_the_way(tmp_path_factory):
-  """TF 2.12 to 2.15 warn once per process that GlobalStepWaiterHook,
-  ProfilerHook and the SessionRunArgs family are deprecated, from whichever
-  test makes one first, once tensorflow_estimator was imported (its import
-  wraps them in the deprecation decorator; a test module collected later
-  may import it). Made and run at the first test of a module that uses this,
-  when every test module has been imported, the warnings are out of the way
-  of the log lines that module's tests compare."""
-  with tf.Graph().as_default():
-    train = tf.compat.v1.assign_add(tf.compat.v1.train.get_or_create_global_step(), 1)
-    hooks = [tf.compat.v1.train.GlobalStepWaiterHook(wait_until_step=0),
-             tf.compat.v1.train.ProfilerHook(
-                 save_steps=1, output_dir=str(tmp_path_factory.mktemp('profiler')))]
-    with tf.compat.v1.train.MonitoredSession(hooks=hooks) as sess:
-      sess.run(train)
+@pytest.fixture(autouse=True)
+def _estimator_deprecations_out_of_the_way():
+  """TF 2.12 to 2.15 warn once per process, at the first use, that the classes
+  of tf.compat.v1.train that tensorflow_estimator's import wrapped are
+  deprecated (a test module collected later may import it): before every
+  test, those warnings count as printed, so that they are not in one side's
+  compared log lines only (compat_utils.estimator_deprecations_out_of_the_way)."""
+  estimator_deprecations_out_of_the_way()
+  yield

@@ -17,9 +17,6 @@ v1 = tf.compat.v1
 _unique = itertools.count()
 
 
-pytestmark = pytest.mark.usefixtures('deprecation_warnings_out_of_the_way')
-
-
 def _global_step_from(start_value, name='global_step'):
   """A resource int64 global step initialized to `start_value`; returns
   (global step variable, step read before the increment, train op)."""

@@ -13,8 +13,6 @@ from hook_test_utils import (CREATED, GRAPHS, STEPS_10, events, flush_cached_wri
 
 v1 = tf.compat.v1
 
-pytestmark = pytest.mark.usefixtures('deprecation_warnings_out_of_the_way')
-
 
 def timelines(directory):
   """{timeline file: (has 'traceEvents', the train op's AssignAdd was
