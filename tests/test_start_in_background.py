@@ -220,6 +220,76 @@ def test_files_on_disk_when_a_failed_creation_raises(check, monkeypatch, what_fa
   assert made is Raised and 'graph.pbtxt' in names
 
 
+class _FailsAtBegin(tf.compat.v1.train.SessionRunHook):
+
+  def begin(self):
+    raise ValueError('the hook fails')
+
+
+def test_graph_records_of_a_creation_failing_before_finalize(check, monkeypatch):
+  """A hook's begin() failing after CheckpointSaverHook's made the writer:
+  the graph is never finalized, nothing waits for the writer's graph
+  records (fastmts serializes them once the graph is finalized); flushing
+  the writer writes TF's records (its wait for finalize cut short, not its
+  FINALIZE_WAIT_SECS: made longer than the test's timeout here)."""
+  from fastmts.file_formats import graph_files  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(graph_files, 'FINALIZE_WAIT_SECS', 3600)
+
+  def scenario(impl, workdir):
+    try:
+      with tf.Graph().as_default() as graph:
+        _graph()
+        made = outcome(impl.MonitoredTrainingSession, checkpoint_dir=workdir,
+                       hooks=[_FailsAtBegin()], **_KWARGS)
+        finalized = graph.finalized
+        _flush(workdir)
+        return made, finalized, _event_records(workdir, workdir)
+    finally:
+      v1.summary.FileWriterCache.clear()
+
+  made, finalized, records = check(scenario)
+  assert made == Raised(ValueError, 'the hook fails') and not finalized
+  assert [kind for kind, _, _ in records[0]] == ['file_version', 'graph_def', 'meta_graph_def']
+
+
+_EXITS_UNFLUSHED = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    import fastmts
+    from fastmts.file_formats import graph_files
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    graph_files.MIN_BYTES = 0
+    graph_files.FINALIZE_WAIT_SECS = 3600
+
+    class FailsAtBegin(v1.train.SessionRunHook):
+      def begin(self):
+        raise ValueError('the hook fails')
+
+    v1.train.get_or_create_global_step()
+    tf.constant(np.zeros(1000, np.float32))
+    try:
+      fastmts.MonitoredTrainingSession(checkpoint_dir=sys.argv[1], hooks=[FailsAtBegin()])
+    except ValueError:
+      print('raised', flush=True)
+''')
+
+
+def test_graph_records_written_when_the_interpreter_exits(tmp_path, fastmts):
+  """The same failure, and the script ends without a flush nor a close:
+  the interpreter exits (the writer's records wait for the graph's
+  finalize no longer once the main thread ended) and its event file holds
+  the graph and meta graph records."""
+  del fastmts
+  done = subprocess.run([sys.executable, '-c', _EXITS_UNFLUSHED, str(tmp_path)],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+                        text=True, timeout=120, check=False)
+  assert (done.returncode, done.stdout) == (0, 'raised\n'), done.stderr[-3000:]
+  records = _event_records(str(tmp_path), str(tmp_path))
+  assert [kind for kind, _, _ in records[0]] == ['file_version', 'graph_def', 'meta_graph_def']
+
+
 @contextlib.contextmanager
 def _small_disk(path, size='1m'):
   """A file system of `size` at `path` (a tmpfs: root only; skips where it

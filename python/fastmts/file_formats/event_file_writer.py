@@ -33,6 +33,7 @@ from tensorflow.python.summary.writer import writer as _tf_writer
 
 from fastmts import _native
 from fastmts import _tensorflow
+from fastmts.file_formats import graph_files
 
 # TF's SummaryToEventTransformer keeps a value's metadata the first time its
 # tag is seen because a SummaryMetadata message is always truthy in Python
@@ -68,10 +69,12 @@ class NativeEventFileWriter:
 
   def flush(self):
     """Returns once every event added before is written and flushed."""
+    graph_files.hurry()  # a graph record among them: filled now
     self.native.flush()
 
   def close(self):
     """Flushes and closes the event file."""
+    graph_files.hurry()
     self.native.close()
 
 

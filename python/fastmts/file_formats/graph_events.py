@@ -152,8 +152,9 @@ def _new_file_writer(logdir, graph):
   """FileWriter(logdir, graph=graph): the writer (its event file and the
   file-version record), then the graph and the meta graph records, as TF's
   constructor writes them, from one GraphDef: taken from the graph now, the
-  records' places reserved, serialized and written in the background
-  (graph_files)."""
+  records' places reserved; a large one serialized and written in the
+  background once the graph is finalized (graph_files), so as not to compete
+  for the GIL with the Python work of the session's creation."""
   writer = _tf_writer.FileWriter(logdir)
   if not _writes_as_tf(writer):  # not reached with TF's FileWriter
     writer.add_graph(graph)
@@ -183,6 +184,7 @@ def _new_file_writer(logdir, graph):
   del graph_def
 
   def fill_both():
+    batch.wait_for_finalize()
     graph_def = held.pop()
     complete_shell(shell, graph_def)
     serialized = serialize_graph_def(graph_def)

@@ -21,7 +21,10 @@ computing its GraphDef too, which is the same then as later. So:
   later checkpoint is saved, and before the interpreter exits (the thread
   is not a daemon);
 - an error met in the background is raised by the next of those waits
-  (`wait_and_raise`), not lost.
+  (`wait_and_raise`), not lost;
+- the records of a writer made before the graph is finalized (a hook's
+  begin()) are serialized once it is (Batch.wait_for_finalize), not while
+  the session's creation runs Python beside them.
 
 Batches and their errors belong to a graph: a session waits for its own
 graph's files and raises their errors, not another session's (two sessions
@@ -30,6 +33,7 @@ of a process, each on its graph).
 import os
 import queue
 import threading
+import time
 import weakref
 
 from tensorflow.python.platform import tf_logging as logging
@@ -55,10 +59,13 @@ class Batch:
   def __init__(self, graph):
     self._graph = weakref.ref(graph)
     self._jobs = queue.SimpleQueue()
+    self._hurried = threading.Event()
+    with _lock:
+      # One batch of a graph at a time: one GraphDef of it in memory.
+      self._earlier = [batch for batch in _batches if batch.of(graph)]
+      _batches.append(self)
     self._thread = threading.Thread(target=self._run, name='fastmts-graph-files')
     self._thread.start()
-    with _lock:
-      _batches.append(self)
 
   def add(self, run, give_up=None):
     """Queues a job, to run after those added before."""
@@ -68,8 +75,35 @@ class Batch:
     """No more jobs: the thread ends once those added are done."""
     self._jobs.put(None)
 
+  def hurry(self):
+    """wait_for_finalize returns now: someone waits for these files."""
+    self._hurried.set()
+    for batch in self._earlier:
+      batch.hurry()
+
+  def wait_for_finalize(self):
+    """In a job: returns once the graph is finalized (a session's creator
+    finalizes it before it creates the session), or once someone waits for
+    the files (hurry), or the main thread ended, or after
+    FINALIZE_WAIT_SECS. A job serializing a large GraphDef waits here so as
+    not to compete for the GIL with the Python work of the session's
+    creation (building the Saver and the Scaffold's ops)."""
+    deadline = time.monotonic() + FINALIZE_WAIT_SECS
+    main = threading.main_thread()
+    while True:
+      graph = self._graph()
+      if (graph is None or graph.finalized or not main.is_alive() or
+          time.monotonic() >= deadline):
+        return
+      del graph
+      if self._hurried.wait(_FINALIZE_POLL_SECS):
+        return
+
   def _run(self):
     _yield_to_training()
+    for batch in self._earlier:
+      batch.join()
+    self._earlier = []
     failed = False
     while True:
       job = self._jobs.get()
@@ -122,6 +156,21 @@ def worth_it(graph_def):
       tensor = node.attr['value'].tensor
       size += len(tensor.tensor_content) or tensor.ByteSize()
   return size >= MIN_BYTES
+
+
+# How long a job waits for its graph to be finalized (Batch.wait_for_finalize)
+# before taking it as it is, and how often it looks.
+FINALIZE_WAIT_SECS = 5.0
+_FINALIZE_POLL_SECS = 0.02
+
+
+def hurry():
+  """Every batch's wait_for_finalize returns now: an event file is flushed
+  or closed, which waits for the records they fill."""
+  with _lock:
+    batches = list(_batches)
+  for batch in batches:
+    batch.hurry()
 
 
 # A graph whose GraphDef may be this large (estimated) has it computed in
@@ -184,6 +233,8 @@ def wait_all(graph):
   errors kept for raise_error)."""
   with _lock:
     batches = [batch for batch in _batches if batch.of(graph)]
+  for batch in batches:
+    batch.hurry()
   for batch in batches:
     batch.join()
   with _lock:
