@@ -20,6 +20,15 @@ allreduce through Horovod's background thread, whose cycle time
   fastmts-loop  another fastmts session, its steps by
                 ``sess.run_steps(train_op, max_steps=n)`` (the native loop).
 
+The second set of kinds (FASTMTS_BENCH_HOROVOD_KINDS=agreed) is the cost of
+fastmts.AgreedStop under Horovod's engine: the floor, then fastmts's `run`
+and `run_steps` sessions as above with ``agreed_stop`` off (``fastmts``,
+``fastmts-loop``), the vote after every step (``...-agreed-1``) and after
+every 10th (``...-agreed-10``): ``AgreedStop(HorovodEngine(name), n)``, one
+more Horovod allreduce (op Max) of an int32 per vote, its name the kind's
+own. Each agreed kind is also reported against its kind with the vote off
+(median over rounds of the paired blocks' ratio and difference).
+
 Both ranks run the same blocks in the same order (bench/measure.py's
 ``Interleaver``, serpentine, each block after a gc.collect() and a fixed
 number of untimed settling steps: every rank must run the same steps, as an
@@ -29,12 +38,14 @@ fastmts's to stock (median of the per-round ratios).
 
     python bench/horovod_bench.py        # prints a summary (needs Horovod: .ci/horovod's venv)
     FASTMTS_BENCH_HOROVOD_STEPS=2000 FASTMTS_BENCH_ROUNDS=9 python bench/horovod_bench.py
+    FASTMTS_BENCH_HOROVOD_KINDS=agreed python bench/horovod_bench.py   # the agreed stop's cost
 """
 
 import gc
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import types
@@ -47,6 +58,9 @@ DEFAULT_ROUNDS = 7
 DEFAULT_WARMUP = 1
 SETTLE_STEPS = 100  # untimed steps before each block (the same on every rank)
 KINDS = ('session', 'stock', 'fastmts', 'fastmts-loop')
+AGREED_KINDS = ('session', 'fastmts', 'fastmts-agreed-1', 'fastmts-agreed-10',
+                'fastmts-loop', 'fastmts-loop-agreed-1', 'fastmts-loop-agreed-10')
+KIND_SETS = {'default': KINDS, 'agreed': AGREED_KINDS}
 LAST_STEP = 2 ** 62
 
 
@@ -55,10 +69,11 @@ LAST_STEP = 2 ** 62
 # ---------------------------------------------------------------------------
 
 def run(workdir, steps=DEFAULT_STEPS, rounds=DEFAULT_ROUNDS, warmup=DEFAULT_WARMUP,
-        timeout=900):
+        timeout=900, kinds=KINDS):
   """Runs the two ranks; rank 0's result (a dict: medians_us, ratios, ...)."""
   import horovod_utils  # pylint: disable=g-import-not-at-top
-  options = {'steps': steps, 'rounds': rounds, 'warmup': warmup, 'workdir': workdir}
+  options = {'steps': steps, 'rounds': rounds, 'warmup': warmup, 'workdir': workdir,
+             'kinds': list(kinds)}
   horovod_utils.run(2, [os.path.abspath(__file__), '--rank', json.dumps(options)],
                     os.path.join(workdir, 'logs'), timeout)
   with open(os.path.join(workdir, 'result.json')) as f:
@@ -76,15 +91,31 @@ def summary(result):
   for kind in result['kinds']:
     med = result['medians_us'].get(kind)
     if med is None:
-      lines.append('  %-13s %s' % (kind, result['errors'].get(kind, 'no samples')))
+      lines.append('  %-22s %s' % (kind, result['errors'].get(kind, 'no samples')))
       continue
     lo, hi = result['spreads_us'][kind]
-    lines.append('  %-13s %8.1f us  %5.2fx the floor  (blocks %.1f-%.1f us)' % (
+    lines.append('  %-22s %8.1f us  %5.2fx the floor  (blocks %.1f-%.1f us)' % (
         kind, med, result['ratios_to_floor'][kind], lo, hi))
-  r = result.get('fastmts_over_stock')
-  lines.append('  fastmts / stock per step (median of rounds): %s'
-               % ('%.3f' % r if r else 'n/a'))
+  if 'stock' in result['kinds']:
+    r = result.get('fastmts_over_stock')
+    lines.append('  fastmts / stock per step (median of rounds): %s'
+                 % ('%.3f' % r if r else 'n/a'))
+  for kind, (r, diff) in sorted(result.get('over_vote_off', {}).items()):
+    lines.append('  %-22s / %-12s per step (median of rounds): %s, %s' % (
+        kind, _vote_off(kind), '%.3f' % r if r else 'n/a',
+        '%+.1f us' % diff if diff is not None else 'n/a'))
   return '\n'.join(lines)
+
+
+def _agreed_every(kind):
+  """n of a kind '...-agreed-n', or None."""
+  head, sep, n = kind.rpartition('-agreed-')
+  return int(n) if sep and head else None
+
+
+def _vote_off(kind):
+  """The kind an agreed kind is measured against: the same loop, no vote."""
+  return kind.rpartition('-agreed-')[0]
 
 
 # ---------------------------------------------------------------------------
@@ -113,7 +144,10 @@ class _Runner:
 
   def __init__(self, measure, tf, hvd, kind, workdir):
     self._measure = measure
-    self.kind, self.name, self.tmpdir = kind, kind, None
+    every = _agreed_every(kind)
+    # MonitoredBlock reads `kind` (run or run_steps); `name` is the kind's own.
+    self.kind = _vote_off(kind) if every else kind
+    self.name, self.tmpdir = kind, None
     self.graph = tf.Graph()
     with self.graph.as_default():
       with tf.compat.v1.variable_scope(kind.replace('-', '_')):
@@ -125,16 +159,20 @@ class _Runner:
         self.sess.run(init)
         self.sess.run(bcast)
         return
-      factory = tf.compat.v1.train.MonitoredTrainingSession
+      factory, kwargs = tf.compat.v1.train.MonitoredTrainingSession, {}
       if kind != 'stock':
         import fastmts  # pylint: disable=g-import-not-at-top
         factory = fastmts.MonitoredTrainingSession
+      if every:
+        # Horovod matches the ranks' allreduces by name: one per kind.
+        kwargs['agreed_stop'] = fastmts.AgreedStop(
+            fastmts.HorovodEngine(name='vote_' + kind.replace('-', '_')), every_n_steps=every)
       if hvd.rank() == 0:
         self.tmpdir = tempfile.mkdtemp(prefix='%s-' % kind, dir=workdir)
       self.sess = factory(
           checkpoint_dir=self.tmpdir,
           hooks=[hvd.BroadcastGlobalVariablesHook(0),
-                 tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP)])
+                 tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP)], **kwargs)
 
   def block(self, steps):
     kind = self._measure.SessionRunner if self.kind == 'session' else self._measure.MonitoredBlock
@@ -160,6 +198,23 @@ def _measure(measure, runners, steps, rounds, warmup):
   return inter
 
 
+def _figures(measure, inter):
+  """Rank 0's figures from the Interleaver's samples."""
+  medians, samples = inter.medians_us(), inter.samples
+  paired = lambda a, b: measure.paired_ratio(samples.get(a), samples.get(b))
+  over_off = {}
+  for kind in samples:
+    if _agreed_every(kind):
+      diffs = [(a - b) * 1e6 for a, b in zip(samples[kind], samples[_vote_off(kind)])]
+      over_off[kind] = (paired(kind, _vote_off(kind)),
+                        statistics.median(diffs) if diffs else None)
+  return dict(
+      medians_us=medians, spreads_us={k: inter.spread_us(k) for k in samples},
+      ratios_to_floor={k: measure.ratio(v, medians['session']) for k, v in medians.items()},
+      fastmts_over_stock=paired('fastmts', 'stock'),
+      loop_over_stock=paired('fastmts-loop', 'stock'), over_vote_off=over_off)
+
+
 def _rank_main(options):
   """One rank's whole run; rank 0 writes the result."""
   opts = json.loads(options)
@@ -171,23 +226,17 @@ def _rank_main(options):
   import horovod  # pylint: disable=g-import-not-at-top
   import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
   hvd.init()
+  kinds = opts.get('kinds', KINDS)
   result = {'error': None, 'steps': opts['steps'], 'rounds': opts['rounds'],
-            'kinds': list(KINDS), 'errors': {}, 'horovod': horovod.__version__,
+            'kinds': list(kinds), 'errors': {}, 'horovod': horovod.__version__,
             'tf': tf.__version__,
             'cycle_time': os.environ.get('HOROVOD_CYCLE_TIME', 'default (1 ms)')}
   runners = {}
   try:
-    for kind in KINDS:
+    for kind in kinds:
       runners[kind] = _Runner(measure, tf, hvd, kind, opts['workdir'])
     inter = _measure(measure, runners, opts['steps'], opts['rounds'], opts['warmup'])
-    medians = inter.medians_us()
-    result.update(
-        medians_us=medians, spreads_us={k: inter.spread_us(k) for k in runners},
-        ratios_to_floor={k: measure.ratio(v, medians['session']) for k, v in medians.items()},
-        fastmts_over_stock=measure.paired_ratio(inter.samples['fastmts'],
-                                                inter.samples['stock']),
-        loop_over_stock=measure.paired_ratio(inter.samples['fastmts-loop'],
-                                             inter.samples['stock']))
+    result.update(_figures(measure, inter))
   except Exception as e:  # pylint: disable=broad-except
     result['error'] = '%s: %s' % (type(e).__name__, e)
   finally:
@@ -202,8 +251,11 @@ def _rank_main(options):
 def main():
   steps = int(os.environ.get('FASTMTS_BENCH_HOROVOD_STEPS', DEFAULT_STEPS))
   rounds = int(os.environ.get('FASTMTS_BENCH_ROUNDS', DEFAULT_ROUNDS))
+  kinds = KIND_SETS[os.environ.get('FASTMTS_BENCH_HOROVOD_KINDS', 'default')]
   with tempfile.TemporaryDirectory(prefix='fastmts-horovod-bench-') as d:
-    print(summary(run(d, steps=steps, rounds=rounds)))
+    result = run(d, steps=steps, rounds=rounds, kinds=kinds)
+    print(summary(result))
+    print(json.dumps(result))
 
 
 if __name__ == '__main__':
