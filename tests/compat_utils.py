@@ -166,6 +166,16 @@ def estimator_deprecations_out_of_the_way():
       deprecation._PRINTED_WARNING[value] = True  # pylint: disable=protected-access
 
 
+def deprecation_counts_as_printed(function):
+  """Marks TF's once-per-process deprecation warning of ``function`` (a
+  function TF decorated with ``deprecation.deprecated``) as already printed.
+
+  For a scenario run on both sides in one process, where the warning would
+  be in the log lines of whichever side (or earlier test) calls it first."""
+  from tensorflow.python.util import deprecation, tf_decorator  # pylint: disable=g-import-not-at-top
+  deprecation._PRINTED_WARNING[tf_decorator.unwrap(function)[1]] = True  # pylint: disable=protected-access
+
+
 # The TF release running (major, minor).
 TF_RELEASE = tuple(int(part) for part in tf.__version__.split('.')[:2])
 
