@@ -29,8 +29,9 @@ import tensorflow as tf
 from tensorflow.python.training import training_util
 
 from compat_utils import (NOT_PASSED, SESSION_KINDS, TF_IMPL, Raised, child_env, ckpt_files,
-                          deprecation_counts_as_printed, global_step_of, monitored_session_of_kind, outcome, raised,
-                          recording_hook_class, run_steps_or_tf_loop, without_stack_trace)
+                          deprecation_counts_as_printed, global_step_of,
+                          monitored_session_of_kind, outcome, raised, recording_hook_class,
+                          run_steps_or_tf_loop, without_stack_trace)
 from hook_test_utils import (CREATED, DIVERGED_ERROR, DIVERGED_WARNING,
                              NAN_LOSS, nan_at, step_graph, tf_log)
 
