@@ -176,6 +176,11 @@ def deprecation_counts_as_printed(function):
   deprecation._PRINTED_WARNING[tf_decorator.unwrap(function)[1]] = True  # pylint: disable=protected-access
 
 
+# Under .ci/sanitize: the extension built with ASan+UBSan, many times slower,
+# and memory figures that are the sanitizers' as much as fastmts's.
+SANITIZED = bool(os.environ.get('FASTMTS_SANITIZED'))
+
+
 # The TF release running (major, minor).
 TF_RELEASE = tuple(int(part) for part in tf.__version__.split('.')[:2])
 

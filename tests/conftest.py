@@ -18,7 +18,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 tf.compat.v1.disable_eager_execution()
 
 from compat_utils import (  # pylint: disable=g-import-not-at-top,wrong-import-position
-    LITERALS_HOLD, TF_IMPL, assert_same, assert_same_kind, estimator_deprecations_out_of_the_way)
+    LITERALS_HOLD, SANITIZED, TF_IMPL, assert_same, assert_same_kind, estimator_deprecations_out_of_the_way)
 
 try:
   import fastmts as _fastmts  # pylint: disable=g-import-not-at-top
@@ -65,17 +65,13 @@ def graph_files_path(request):
   graph_files.MIN_BYTES = saved
 
 
-# Under .ci/sanitize (the extension built with ASan+UBSan): a case that runs
-# stock TF alone runs none of fastmts's native code, and the fastmts case runs
-# the same scenario on TF beside it; the stock case is left to the plain run.
-_SANITIZED = bool(os.environ.get('FASTMTS_SANITIZED'))
-
-
 @pytest.fixture(params=['tf', 'fastmts'])
 def impl(request):
   """The module under test: tf.compat.v1.train or fastmts."""
   if request.param == 'tf':
-    if _SANITIZED:
+    # Under .ci/sanitize a case of stock TF alone runs none of fastmts's native
+    # code, and the fastmts case runs the same scenario on TF beside it.
+    if SANITIZED:
       pytest.skip('stock TF alone, no native code to sanitize (the fastmts case runs it too)')
     return TF_IMPL
   if _fastmts is None:

@@ -23,6 +23,8 @@ import sys
 
 import pytest
 
+from compat_utils import SANITIZED
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / 'README.md'] + sorted((ROOT / 'docs').glob('*.md'))
 # Bounds on a hang, not on slowness, sized for a loaded 2-core machine: beside two
@@ -34,7 +36,7 @@ COMMAND_TIMEOUT_SECS = 600
 COMMAND_TEST_TIMEOUT_SECS = COMMAND_TIMEOUT_SECS + 60
 # Under .ci/sanitize the commands would run the sanitized build, many times slower, and
 # the plain suite has run them already: there only the static checks run.
-runs_commands = pytest.mark.skipif(bool(os.environ.get('FASTMTS_SANITIZED')),
+runs_commands = pytest.mark.skipif(SANITIZED,
                                    reason='commands are run by the unsanitized suite')
 
 SHELL_LANGS = {'bash', 'sh', 'shell'}

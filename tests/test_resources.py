@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from compat_utils import child_env, resource_variables
+from compat_utils import SANITIZED, child_env, resource_variables
 
 v1 = tf.compat.v1
 
@@ -86,8 +86,7 @@ def test_closed_sessions_are_collected(tmp_path):
 # Under .ci/sanitize every allocation is instrumented (a cycle is 6x slower)
 # and ASan's quarantine keeps freed memory resident by design, so there the
 # test runs fewer cycles and checks threads, descriptors and references only.
-_SANITIZED = bool(os.environ.get('FASTMTS_SANITIZED'))
-_CYCLES = 40 if _SANITIZED else 200
+_CYCLES = 40 if SANITIZED else 200
 _WARMUP_CYCLES = 20
 # A bound on a hang, not on slowness, sized for a loaded 2-core machine: beside two
 # CPU-bound processes the cycles took 84 s, and ran past the suite's 120 s under more load.
@@ -164,7 +163,7 @@ def test_create_close_cycles_do_not_grow():
   assert fast['stray_threads'] == [], report
   assert fast['alive'] == [], report
   assert fast['fd_growth'] <= 0, report
-  if _SANITIZED:
+  if SANITIZED:
     return
   assert fast['rss_growth_mb'] < 30, report
   assert fast['rss_growth_mb'] <= max(stock['rss_growth_mb'], 0) + 10, report
