@@ -61,15 +61,13 @@ def summary(result):
   lines = ['distributed (1 ps + 1 worker, loopback gRPC), graph %s, %d steps '
            'x %d blocks:' % (result['graph'], result['steps'], result['rounds'])]
   for kind in result['kinds']:
-    med = result['medians_us'].get(kind)
-    if med is None:
-      lines.append('  %-8s  %s' % (kind, result['errors'].get(kind, 'no samples')))
-      continue
+    med = result['medians_us'][kind]
     lo, hi = result['spreads_us'][kind]
     lines.append('  %-8s  %8.1f us/step  %8.1f steps/s  (blocks %.1f-%.1f us)'
                  % (kind, med, result['steps_per_sec'][kind], lo, hi))
   r = result.get('ratio_fastmts_over_stock')
-  lines.append('  fastmts/stock steps/s: %s' % ('%.2fx' % r if r else 'n/a'))
+  if r is not None:
+    lines.append('  fastmts/stock steps/s: %.2fx' % r)
   return '\n'.join(lines)
 
 
@@ -100,9 +98,7 @@ def _worker_main(argv):
     on the ps, in a chief MonitoredTrainingSession at the worker's server."""
 
     def __init__(self, kind, graph):  # pylint: disable=super-init-not-called
-      ok, reason = measure.available(kind)
-      if not ok:
-        raise RuntimeError(reason)
+      factory = measure.require(kind) or tf.compat.v1.train.MonitoredTrainingSession
       self.kind, self.hooks_name, self.tmpdir = kind, 'stop', None
       self.graph_name = graph
       self.graph = tf.Graph()
@@ -111,9 +107,6 @@ def _worker_main(argv):
             cluster=cluster, worker_device='/job:worker/task:%d' % idx)):
           with tf.compat.v1.variable_scope(kind):
             self.model = models.BUILDERS[graph]()
-        factory = (tf.compat.v1.train.MonitoredTrainingSession
-                   if kind == 'stock'
-                   else measure.load_fastmts()[0].MonitoredTrainingSession)
         self.sess = factory(
             master=server.target, is_chief=True, config=config,
             hooks=[tf.compat.v1.train.StopAtStepHook(
@@ -128,22 +121,21 @@ def _worker_main(argv):
             'kinds': kinds, 'errors': {}, 'variables': {}}
   runners = {}
   try:
+    # A runner that fails to start or to run fails the benchmark (run()
+    # raises result['error']): no figure is left out.
     for kind in kinds:
-      try:
-        runners[kind] = DistributedRunner(kind, graph)
-        result['variables'][kind] = runners[kind].variables
-      except Exception as e:  # pylint: disable=broad-except
-        result['errors'][kind] = 'failed to start: %s: %s' % (type(e).__name__, e)
-    inter = measure.Interleaver(runners, drop_failures=True)
+      runners[kind] = DistributedRunner(kind, graph)
+      result['variables'][kind] = runners[kind].variables
+    inter = measure.Interleaver(runners)
     t0 = time.time()
     medians = inter.measure(steps, rounds, warmup=opts.get('warmup', DEFAULT_WARMUP))
     result['measure_secs'] = time.time() - t0
-    result['errors'].update(inter.errors)
     result['medians_us'] = medians
     result['spreads_us'] = {k: inter.spread_us(k) for k in runners}
-    result['steps_per_sec'] = {k: (1e6 / v if v else None) for k, v in medians.items()}
-    result['ratio_fastmts_over_stock'] = measure.ratio(
-        result['steps_per_sec'].get('fastmts'), result['steps_per_sec'].get('stock'))
+    result['steps_per_sec'] = {k: 1e6 / v for k, v in medians.items()}
+    if {'fastmts', 'stock'} <= set(runners):
+      result['ratio_fastmts_over_stock'] = (result['steps_per_sec']['fastmts'] /
+                                            result['steps_per_sec']['stock'])
   except Exception as e:  # pylint: disable=broad-except
     result['error'] = '%s: %s' % (type(e).__name__, e)
   finally:

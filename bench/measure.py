@@ -72,8 +72,12 @@ tf.get_logger().setLevel('ERROR')
 
 import models  # noqa: E402  (bench/models.py; bench/ is on sys.path)
 
-GRAPHS = ('trivial', 'mlp')
+GRAPHS = ('trivial', 'mlp', 'fed_mlp', 'large_batch', 'dataset', 'cnn')
 HOOKS = ('stop', 'full', 'summaries')
+# The hooks presets measured on each graph: every one on the toy graphs, where
+# the step is nearly all machinery; on the workloads, what a training job
+# runs (checkpoint_dir with TF's default hooks).
+PRESETS = {graph: HOOKS if graph in ('trivial', 'mlp') else ('full',) for graph in GRAPHS}
 IMPLS = ('stock', 'fastmts', 'fastmts-loop')
 FLOORS = ('session', 'native')
 
@@ -144,38 +148,55 @@ LAST_STEP = 2 ** 62
 
 DEFAULT_STEPS = 2000
 
+class MissingRunner(RuntimeError):
+    """A runner that a benchmark names cannot be built from the fastmts on
+    ``sys.path``. The benchmark fails with this reason: a ratio whose runner
+    is gone is a check that cannot fail, so none is ever printed as n/a or
+    skipped."""
+
+
 _fastmts_cache = []
 
 
 def load_fastmts():
-    """Return ``(module_or_None, reason)``; never raises.
-
-    ``fastmts`` is being written in parallel: a missing package, a package
-    whose extension fails to load, or one that lacks the attributes we need
-    must all leave the stock-TF half of the benchmarks runnable.
-    """
+    """The ``fastmts`` package; raises MissingRunner when it does not
+    import (a broken build), with the import's error as the reason."""
     if not _fastmts_cache:
         try:
             import fastmts
-            _fastmts_cache.append((fastmts, None))
         except Exception as e:  # ImportError, OSError from the extension...
-            _fastmts_cache.append((None, '%s: %s' % (type(e).__name__, e)))
+            raise MissingRunner('fastmts not importable (%s: %s)'
+                                % (type(e).__name__, e)) from e
+        _fastmts_cache.append(fastmts)
     return _fastmts_cache[0]
 
 
-def available(kind):
-    """``(True, None)`` if runners of ``kind`` can be built, else
-    ``(False, reason)``."""
+# kind -> (module, attribute) that its runners call.
+_RUNNER_ENTRIES = {
+    'fastmts': ('fastmts', 'MonitoredTrainingSession'),
+    'fastmts-loop': ('fastmts', 'MonitoredTrainingSession'),
+    'native': ('fastmts.benchmarking', 'native_floor_loop'),
+    'native-reads': ('fastmts.benchmarking', 'native_floor_loop'),
+}
+
+
+def require(kind):
+    """What runners of ``kind`` call (None for stock TF's own); raises
+    MissingRunner, naming what is missing, when fastmts lacks it."""
     if kind in ('stock', 'session'):
-        return True, None
-    mod, reason = load_fastmts()
-    if mod is None:
-        return False, 'fastmts not importable (%s)' % reason
-    attr = {'fastmts': 'MonitoredTrainingSession',
-            'fastmts-loop': 'MonitoredTrainingSession'}.get(kind, 'native_floor_loop')
-    if not callable(getattr(mod, attr, None)):
-        return False, 'fastmts.%s missing' % attr
-    return True, None
+        return None
+    if kind not in _RUNNER_ENTRIES:
+        raise ValueError('unknown runner kind %r' % (kind,))
+    load_fastmts()
+    module_name, attr = _RUNNER_ENTRIES[kind]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise MissingRunner('%s missing (%s)' % (module_name, e)) from e
+    entry = getattr(module, attr, None)
+    if not callable(entry):
+        raise MissingRunner('%s.%s missing' % (module_name, attr))
+    return entry
 
 
 # --------------------------------------------------------------------------
@@ -223,10 +244,10 @@ class SessionRunner(Runner):
         self.sess.run(init)
 
     def block(self, steps):
-        run, op = self.sess.run, self.model.train_op
+        run, op, feed = self.sess.run, self.model.train_op, self.model.feed_dict
         t0 = time.perf_counter()
         for _ in range(steps):
-            run(op)
+            run(op, feed)
         return time.perf_counter() - t0
 
 
@@ -236,13 +257,10 @@ class NativeFloorRunner(Runner):
     kind = 'native'
 
     def __init__(self, graph, hooks=None, rereads=False):
-        ok, reason = available('native')
-        if not ok:
-            raise RuntimeError(reason)
+        # A benchmark instrument, not public API: fastmts.benchmarking.
+        self._loop = require('native')
         if rereads and hooks not in REREADS:
             raise ValueError('no re-reads of the global step in preset %r' % hooks)
-        # A benchmark instrument, not public API: fastmts.benchmarking.
-        self._loop = importlib.import_module('fastmts.benchmarking').native_floor_loop
         self.hooks_name = hooks
         self._reread = None
         self._periodic = None
@@ -289,6 +307,8 @@ class NativeFloorRunner(Runner):
     def block(self, steps):
         # The extension times its own loop (excludes the Python call).
         kwargs = {}
+        if self.model.feed_dict:
+            kwargs['feed_dict'] = self.model.feed_dict
         if self._reread is not None:
             kwargs.update(reread=self._reread, reread_period=self._reread_period,
                           reread_at=self._reread_at)
@@ -310,16 +330,16 @@ class MonitoredBlock:
     ``graph``, ``model.train_op``, ``kind`` and ``name``."""
 
     def block(self, steps):
-        run, op = self.sess.run, self.model.train_op
+        run, op, feed = self.sess.run, self.model.train_op, self.model.feed_dict
         # Hooks may look at the default graph (e.g. when saving); entering it
         # once per block costs nothing per step.
         with self.graph.as_default():
             t0 = time.perf_counter()
             if self.kind == 'fastmts-loop':
-                self.sess.run_steps(op, max_steps=steps)
+                self.sess.run_steps(op, max_steps=steps, feed_dict=feed)
             else:
                 for _ in range(steps):
-                    run(op)
+                    run(op, feed)
             elapsed = time.perf_counter() - t0
         if self.sess.should_stop():
             raise RuntimeError('%s stopped during a benchmark block'
@@ -333,11 +353,9 @@ class MTSRunner(MonitoredBlock, Runner):
     def __init__(self, kind, graph, hooks):
         if kind not in IMPLS:
             raise ValueError(kind)
-        ok, reason = available(kind)
-        if not ok:
-            raise RuntimeError(reason)
-        if hooks not in HOOKS:
-            raise ValueError(hooks)
+        factory = require(kind) or tf.compat.v1.train.MonitoredTrainingSession
+        if hooks not in PRESETS[graph]:
+            raise ValueError('no preset %r for graph %r' % (hooks, graph))
         self.kind = kind
         self.hooks_name = hooks
         self.tmpdir = None
@@ -347,10 +365,6 @@ class MTSRunner(MonitoredBlock, Runner):
                 for i in range(SUMMARIES):
                     tf.compat.v1.summary.scalar('summary_%03d' % i,
                                                 self.model.loss + i)
-        if kind == 'stock':
-            factory = tf.compat.v1.train.MonitoredTrainingSession
-        else:
-            factory = load_fastmts()[0].MonitoredTrainingSession
         loss = self.model.loss
         with self.graph.as_default():
             hook_list = [tf.compat.v1.train.StopAtStepHook(last_step=LAST_STEP)]
@@ -385,7 +399,7 @@ class MTSRunner(MonitoredBlock, Runner):
 
 
 def make_runner(kind, graph, hooks=None):
-    """Build a runner; raises ``RuntimeError`` if fastmts lacks ``kind``."""
+    """Build a runner; raises ``MissingRunner`` if fastmts lacks ``kind``."""
     if kind == 'session':
         return SessionRunner(graph)
     if kind in ('native', 'native-reads'):
@@ -408,11 +422,20 @@ SETTLE_SECONDS = 0.1
 SETTLE_CHUNK = 50  # steps per untimed block while settling
 
 
+def block_steps(runner, steps):
+    """The steps of one block of ``runner`` in a benchmark of ``steps``
+    steps per block: fewer on the workloads whose step is long
+    (models.BLOCK_SHARE)."""
+    graph = getattr(runner, 'graph_name', None)
+    return models.block_steps(graph, steps) if graph in models.BLOCK_SHARE else steps
+
+
 def settle(runner, seconds=SETTLE_SECONDS):
     """Runs untimed blocks of ``runner`` for about ``seconds``."""
     deadline = time.perf_counter() + seconds
+    chunk = block_steps(runner, SETTLE_CHUNK)
     while time.perf_counter() < deadline:
-        runner.block(SETTLE_CHUNK)
+        runner.block(chunk)
 
 
 class Interleaver:
@@ -426,15 +449,12 @@ class Interleaver:
     thread are not counted in it.
     """
 
-    def __init__(self, runners, drop_failures=False):
-        """``drop_failures``: a runner whose block raises is dropped (its
-        error kept in ``errors[name]``) instead of aborting the measurement
-        -- so a broken fastmts still leaves the stock numbers."""
+    def __init__(self, runners):
+        """A runner whose block raises fails the measurement: a benchmark
+        never goes on without a runner it names."""
         self.runners = dict(runners)
         self.samples = {name: [] for name in self.runners}
         self.cpu_samples = {name: [] for name in self.runners}
-        self.drop_failures = drop_failures
-        self.errors = {}
 
     def run(self, name, steps, record=True, collect=True):
         """One block of ``steps`` steps of runner ``name``; returns seconds.
@@ -445,11 +465,13 @@ class Interleaver:
         loaded the collection takes ~0.1 s, so callers that time ``run``
         from outside (pytest-benchmark) pass False and do both beforehand.
         """
+        runner = self.runners[name]
+        steps = block_steps(runner, steps)
         if collect:
             gc.collect()
-            settle(self.runners[name])
+            settle(runner)
         cpu_start = time.thread_time()
-        elapsed = self.runners[name].block(steps)
+        elapsed = runner.block(steps)
         cpu = time.thread_time() - cpu_start
         if record:
             self.samples[name].append(elapsed / steps)
@@ -463,16 +485,7 @@ class Interleaver:
 
     def round(self, steps, index=0, record=True, names=None):
         for name in self.order(index, names):
-            if name in self.errors:
-                continue
-            try:
-                self.run(name, steps, record)
-            except Exception as e:
-                if not self.drop_failures:
-                    raise
-                self.errors[name] = '%s: %s' % (type(e).__name__, e)
-                self.samples[name] = []
-                self.cpu_samples[name] = []
+            self.run(name, steps, record)
 
     def measure(self, steps, repeats, warmup=1, progress=None):
         """``warmup`` unrecorded rounds then ``repeats`` recorded ones."""

@@ -109,18 +109,14 @@ class LossSumHook(tf.compat.v1.train.SessionRunHook):
 
 
 def _factory(kind):
-    if kind == 'stock':
-        return tf.compat.v1.train.MonitoredTrainingSession
-    if kind == 'fastmts':
-        return measure.load_fastmts()[0].MonitoredTrainingSession
-    raise ValueError(kind)
+    if kind not in IMPLS:
+        raise ValueError(kind)
+    return measure.require(kind) or tf.compat.v1.train.MonitoredTrainingSession
 
 
 def live_native_threads():
-    """fastmts's count of its native threads alive in the process, or None."""
-    mod = measure.load_fastmts()[0]
-    fn = getattr(getattr(mod, '_native', None), 'live_native_threads', None)
-    return fn() if fn is not None else None
+    """fastmts's count of its native threads alive in the process."""
+    return measure.load_fastmts()._native.live_native_threads()
 
 
 def _queue_python_threads():
@@ -136,11 +132,7 @@ class QueueRunnerBench(measure.MonitoredBlock):
     ``block`` is bench/measure.py's (a Python loop of ``sess.run``)."""
 
     def __init__(self, kind):
-        if kind not in IMPLS:
-            raise ValueError(kind)
-        ok, reason = measure.available(kind)
-        if not ok:
-            raise RuntimeError(reason)
+        factory = _factory(kind)
         self.kind = kind
         self.name = kind
         self.graph = tf.Graph()
@@ -153,7 +145,7 @@ class QueueRunnerBench(measure.MonitoredBlock):
             hooks = [tf.compat.v1.train.StopAtStepHook(
                          last_step=measure.LAST_STEP), self.hook]
             before = set(threading.enumerate())
-            self.sess = _factory(kind)(hooks=hooks)
+            self.sess = factory(hooks=hooks)
         # This session's queue-runner threads: the Python threads its
         # creation started (stock TF) and fastmts's native ones.
         self.py_threads = [t for t in threading.enumerate()
@@ -188,29 +180,17 @@ class QueueRunnerBench(measure.MonitoredBlock):
             faulthandler.cancel_dump_traceback_later()
 
 
-def make_runners(kinds=IMPLS, log=None):
-    """``(runners, missing)``: name -> QueueRunnerBench, name -> reason.
-    A stock failure raises (a bench bug); a fastmts one is recorded."""
-    runners, missing = {}, {}
+def make_runners(kinds=IMPLS):
+    """name -> QueueRunnerBench of each kind; a runner that cannot be built
+    (measure.MissingRunner, or its start's error) fails them all."""
+    runners = {}
     try:
         for kind in kinds:
-            ok, reason = measure.available(kind)
-            if not ok:
-                missing[kind] = reason
-                continue
-            try:
-                runners[kind] = QueueRunnerBench(kind)
-            except Exception as e:
-                if kind == 'stock':
-                    raise
-                missing[kind] = 'failed to start: %s: %s' % (
-                    type(e).__name__, str(e).splitlines()[0] if str(e) else '')
-                if log:
-                    log('  %s: %s' % (kind, missing[kind]))
+            runners[kind] = QueueRunnerBench(kind)
     except BaseException:
         close_all(runners)
         raise
-    return runners, missing
+    return runners
 
 
 def close_all(runners):
@@ -260,13 +240,13 @@ def examples_per_sec(per_step_seconds):
 def measure_throughput(steps=DEFAULT_STEPS, repeats=DEFAULT_REPEATS,
                        warmup=1, log=None):
     """Interleaved blocks of stock and fastmts.  Returns a dict with
-    ``ex_per_s`` (name -> median examples/s or None), ``spread`` (name ->
-    (min, max) examples/s), ``missing`` (name -> reason) and ``close``
-    (problems at close, see close_all)."""
-    runners, missing = make_runners(log=log)
+    ``ex_per_s`` (name -> median examples/s), ``spread`` (name ->
+    (min, max) examples/s) and ``close`` (problems at close, see
+    close_all)."""
+    runners = make_runners()
     close_problems = {}
     try:
-        inter = measure.Interleaver(runners, drop_failures=True)
+        inter = measure.Interleaver(runners)
         t0 = time.perf_counter()
 
         def progress(i, n):
@@ -275,25 +255,16 @@ def measure_throughput(steps=DEFAULT_STEPS, repeats=DEFAULT_REPEATS,
                     % (i, n, time.perf_counter() - t0))
 
         inter.measure(steps, repeats, warmup=warmup, progress=progress)
-        for name, err in inter.errors.items():
-            if name == 'stock':
-                raise RuntimeError('stock failed: %s' % err)
-            missing[name] = 'failed while running: ' + err.splitlines()[0]
-            if log:
-                log('  %s: %s' % (name, missing[name]))
         ex = {}
         spread = {}
         for name in runners:
-            s = inter.samples.get(name)
-            ex[name] = examples_per_sec(
-                inter.median_us(name) / 1e6 if s else None)
-            spread[name] = ((BATCH / max(s), BATCH / min(s)) if s else None)
+            s = inter.samples[name]
+            ex[name] = examples_per_sec(inter.median_us(name) / 1e6)
+            spread[name] = (BATCH / max(s), BATCH / min(s))
     finally:
         close_problems = close_all(runners)
-    for name in missing:
-        ex[name] = None
-    return {'ex_per_s': ex, 'spread': spread, 'missing': missing,
-            'close': close_problems, 'steps': steps, 'repeats': repeats}
+    return {'ex_per_s': ex, 'spread': spread, 'close': close_problems,
+            'steps': steps, 'repeats': repeats}
 
 
 # --------------------------------------------------------------------------
@@ -372,48 +343,26 @@ def count_python_calls(kind, steps=CALL_STEPS, warmup_steps=20):
 _CALL_CLOSE_PROBLEMS = {}
 
 
-def measure_calls(log=None):
-    """``{name: counts or None}``, ``{name: reason}`` for each implementation."""
-    out, missing = {}, {}
-    for kind in IMPLS:
-        ok, reason = measure.available(kind)
-        if not ok:
-            out[kind], missing[kind] = None, reason
-            continue
-        try:
-            out[kind] = count_python_calls(kind)
-        except Exception as e:
-            if kind == 'stock':
-                raise
-            out[kind] = None
-            missing[kind] = 'call count failed: %s: %s' % (
-                type(e).__name__, str(e).splitlines()[0] if str(e) else '')
-            if log:
-                log('  %s: %s' % (kind, missing[kind]))
-    return out, missing
+def measure_calls():
+    """``{name: counts}`` for each implementation."""
+    return {kind: count_python_calls(kind) for kind in IMPLS}
 
 
 # --------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------
 
-def _num(x, fmt):
-    return 'n/a' if x is None else fmt % x
-
-
 def table(throughput, calls):
     ex = throughput['ex_per_s']
-    stock, fast = ex.get('stock'), ex.get('fastmts')
+    stock, fast = ex['stock'], ex['fastmts']
     cols = ['scenario', 'stock ex/s', 'fastmts ex/s', 'ratio (fastmts/stock)',
             'stock calls/step (main)', 'stock calls/step (all threads)',
             'fastmts calls/step (main)', 'fastmts calls/step (all threads)']
-    c_s, c_f = calls.get('stock') or {}, calls.get('fastmts') or {}
+    c_s, c_f = calls['stock'], calls['fastmts']
     row = ['FIFOQueue + QueueRunner(%d enqueue ops), batch %d, 1 Python hook'
-           % (ENQUEUE_OPS, BATCH),
-           _num(stock, '%.0f'), _num(fast, '%.0f'),
-           _num(measure.ratio(fast, stock), '%.2fx'),
-           _num(c_s.get('main'), '%.1f'), _num(c_s.get('all'), '%.1f'),
-           _num(c_f.get('main'), '%.1f'), _num(c_f.get('all'), '%.1f')]
+           % (ENQUEUE_OPS, BATCH), '%.0f' % stock, '%.0f' % fast,
+           '%.2fx' % (fast / stock), '%.1f' % c_s['main'], '%.1f' % c_s['all'],
+           '%.1f' % c_f['main'], '%.1f' % c_f['all']]
     return '\n'.join([
         '| ' + ' | '.join(cols) + ' |',
         '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|',
@@ -429,12 +378,10 @@ def report(steps=DEFAULT_STEPS, repeats=DEFAULT_REPEATS, log=None):
     thr = measure_throughput(steps, repeats, log=log)
     if log:
         log('  counting Python calls (%d steps)' % CALL_STEPS)
-    calls, call_missing = measure_calls(log=log)
+    calls = measure_calls()
     left = leftover_threads()
     elapsed = time.perf_counter() - t0
-    mod, reason = measure.load_fastmts()
-    fast_state = ('fastmts %s' % getattr(mod, '__version__', '?')
-                  if mod else 'fastmts unavailable (%s)' % reason)
+    fast_state = 'fastmts %s' % measure.load_fastmts().__version__
     lines = ['## fastmts queue-fed benchmark\n',
              'TensorFlow %s, %s; %d steps/block (%d examples/step), %d '
              'interleaved rounds (+1 warmup), medians; %.0f s total.\n'
@@ -445,11 +392,6 @@ def report(steps=DEFAULT_STEPS, repeats=DEFAULT_REPEATS, log=None):
              'one block of %d steps: main thread only, and all threads '
              '(stock TF\'s queue runners are Python threads; fastmts\'s are '
              'native).' % CALL_STEPS]
-    missing = dict(thr['missing'])
-    missing.update(call_missing)
-    if missing:
-        lines.append('\nn/a: ' + '; '.join('%s -- %s' % kv
-                                             for kv in missing.items()))
     problems = dict(thr['close'])
     problems.update(('%s (calls)' % k, v)
                     for k, v in _CALL_CLOSE_PROBLEMS.items())
@@ -458,5 +400,4 @@ def report(steps=DEFAULT_STEPS, repeats=DEFAULT_REPEATS, log=None):
     if problems:
         lines.append('\nproblems at close: ' + '; '.join(
             '%s: %s' % kv for kv in problems.items()))
-    return '\n'.join(lines), {'throughput': thr, 'calls': calls,
-                              'missing': missing, 'problems': problems}
+    return '\n'.join(lines), {'throughput': thr, 'calls': calls, 'problems': problems}

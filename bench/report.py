@@ -8,7 +8,8 @@ each hooks preset) is built once, then blocks of N steps are run alternately
 -- one block of each runner per round, serpentine order, 1 warmup round, K
 recorded rounds -- and the median per-step time of each runner is reported.
 All the measuring code lives in bench/measure.py (shared with the pytest
-benchmarks).  Runners that the installed fastmts cannot provide show as n/a.
+benchmarks).  A runner that the installed fastmts cannot provide fails the
+report (exit 2, naming it) before anything is measured; nothing is n/a.
 ``--queues`` prints the queue-fed benchmark (bench/queue_bench.py) instead.
 """
 
@@ -25,42 +26,46 @@ import measure  # noqa: E402
 
 
 def _us(x):
-    return 'n/a' if x is None else '%.1f' % x
+    return '-' if x is None else '%.1f' % x
 
 
 def _x(x):
-    return 'n/a' if x is None else '%.2fx' % x
+    return '-' if x is None else '%.2fx' % x
 
 
-def measure_graph(graph, steps, repeats, log):
-    """Interleaved medians (us/step) for one graph: name -> us or None."""
-    # Runners in round order: each preset's floors next to its
-    # implementations, so the blocks a ratio pairs run close in time (on a
-    # VM the step's cost moves by 20 % from one second to the next).
+def wanted_runners(graph):
+    """(kind, hooks preset) of every runner measured on `graph`, in round
+    order: each preset's floors next to its implementations, so the blocks a
+    ratio pairs run close in time (on a VM the step's cost moves by 20 % from
+    one second to the next)."""
     wanted = [('native', None), ('session', None)]
-    for h in measure.HOOKS:
+    for h in measure.PRESETS[graph]:
         wanted.append(('native', h))
         if h in measure.REREADS:
             wanted.append(('native-reads', h))
         wanted += [(kind, h) for kind in ('fastmts-loop', 'fastmts', 'stock')]
-    runners, missing = {}, {}
+    return wanted
+
+
+def require_runners(graphs):
+    """Fails (measure.MissingRunner) before anything is measured when the
+    fastmts on sys.path lacks a runner that the report names."""
+    for graph in graphs:
+        for kind, _ in wanted_runners(graph):
+            measure.require(kind)
+
+
+def measure_graph(graph, steps, repeats, log):
+    """Interleaved samples of every runner of `graph`: (medians us/step,
+    (min, max) us/step, per-round us/step, per-round thread CPU us/step),
+    each keyed by runner name. Any runner failing to start or to run fails
+    the report."""
+    runners = {}
     try:
-        for kind, hooks in wanted:
+        for kind, hooks in wanted_runners(graph):
             key = kind if hooks is None else '%s/%s' % (kind, hooks)
-            ok, reason = measure.available(kind)
-            if not ok:
-                missing[key] = reason
-                continue
-            try:
-                runners[key] = measure.make_runner(kind, graph, hooks)
-            except Exception as e:
-                if kind == 'stock' or kind == 'session':
-                    raise  # stock TF must work; that is a bench bug
-                missing[key] = 'failed to start: %s: %s' % (
-                    type(e).__name__, str(e).splitlines()[0] if str(e)
-                    else '')
-                log('  %s: %s' % (key, missing[key]))
-        inter = measure.Interleaver(runners, drop_failures=True)
+            runners[key] = measure.make_runner(kind, graph, hooks)
+        inter = measure.Interleaver(runners)
         t0 = time.perf_counter()
 
         def progress(i, n):
@@ -68,20 +73,18 @@ def measure_graph(graph, steps, repeats, log):
                 % (graph, i, n, time.perf_counter() - t0))
 
         med = inter.measure(steps, repeats, warmup=1, progress=progress)
-        for key, err in inter.errors.items():
-            if key.split('/')[0] in ('stock', 'session'):
-                raise RuntimeError('%s failed: %s' % (key, err))
-            missing[key] = 'failed while running: ' + err.splitlines()[0]
-            log('  %s: %s' % (key, missing[key]))
         spread = {k: inter.spread_us(k) for k in runners}
         samples = {k: [s * 1e6 for s in v] for k, v in inter.samples.items()}
         cpu = {k: [s * 1e6 for s in v] for k, v in inter.cpu_samples.items()}
     finally:
         for r in runners.values():
             r.close()
-    for key in missing:
-        med[key] = None
-    return med, spread, samples, cpu, missing
+    return med, spread, samples, cpu
+
+
+def _scenarios(results):
+    """(graph, hooks preset) of every row, in the report's order."""
+    return [(g, h) for g in results for h in measure.PRESETS[g]]
 
 
 def table(results, samples):
@@ -93,22 +96,36 @@ def table(results, samples):
             'speedup (stock/fastmts)']
     lines = ['| ' + ' | '.join(cols) + ' |',
              '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
-    for graph, med in results.items():
-        bare, sess = med.get('native'), med.get('session')
-        rounds = samples.get(graph, {})
+    for graph, hooks in _scenarios(results):
+        med, rounds = results[graph], samples[graph]
 
         def paired(a, b):
-            return measure.paired_ratio(rounds.get(a), rounds.get(b))
+            return measure.paired_ratio(rounds[a], rounds[b])
 
-        for hooks in measure.HOOKS:
-            floor, stock, fast, loop = ('%s/%s' % (kind, hooks) for kind in (
-                'native', 'stock', 'fastmts', 'fastmts-loop'))
-            row = ['%s / %s' % (graph, hooks), _us(bare), _us(med.get(floor)),
-                   _us(sess), _us(med.get(stock)), _us(med.get(fast)),
-                   _us(med.get(loop)),
-                   _x(paired(stock, floor)), _x(paired(fast, floor)),
-                   _x(paired(loop, floor)), _x(paired(stock, fast))]
-            lines.append('| ' + ' | '.join(row) + ' |')
+        floor, stock, fast, loop = ('%s/%s' % (kind, hooks) for kind in (
+            'native', 'stock', 'fastmts', 'fastmts-loop'))
+        row = ['%s / %s' % (graph, hooks), _us(med['native']), _us(med[floor]),
+               _us(med['session']), _us(med[stock]), _us(med[fast]), _us(med[loop]),
+               _x(paired(stock, floor)), _x(paired(fast, floor)),
+               _x(paired(loop, floor)), _x(paired(stock, fast))]
+        lines.append('| ' + ' | '.join(row) + ' |')
+    return '\n'.join(lines)
+
+
+def overhead_table(results, samples):
+    """What MonitoredTrainingSession itself adds per step over a bare
+    Session.run loop of the same model, stock and fastmts, in microseconds:
+    the figure a model's own cost does not hide."""
+    cols = ['scenario', 'Session.run', 'stock MTS', 'fastmts run',
+            'stock MTS - Session.run', 'fastmts run - Session.run']
+    lines = ['| ' + ' | '.join(cols) + ' |',
+             '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
+    for graph, hooks in _scenarios(results):
+        med = results[graph]
+        stock, fast = med['stock/%s' % hooks], med['fastmts/%s' % hooks]
+        row = ['%s / %s' % (graph, hooks), _us(med['session']), _us(stock), _us(fast),
+               '%+.1f' % (stock - med['session']), '%+.1f' % (fast - med['session'])]
+        lines.append('| ' + ' | '.join(row) + ' |')
     return '\n'.join(lines)
 
 
@@ -129,17 +146,18 @@ def reread_table(results, samples):
             'stock/fastmts']
     lines = ['| ' + ' | '.join(cols) + ' |',
              '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
-    for graph, med in results.items():
-        rounds = samples.get(graph, {})
-        for hooks in measure.REREADS:
-            floor, stock, fast, loop = ('%s/%s' % (kind, hooks) for kind in (
-                'native-reads', 'stock', 'fastmts', 'fastmts-loop'))
-            row = ['%s / %s' % (graph, hooks)] + [
-                _us(med.get(k)) for k in (floor, stock, fast, loop)] + [
-                _x(measure.paired_ratio(rounds.get(k), rounds.get(floor)))
-                for k in (stock, fast, loop)] + [
-                _x(measure.paired_ratio(rounds.get(stock), rounds.get(fast)))]
-            lines.append('| ' + ' | '.join(row) + ' |')
+    for graph, hooks in _scenarios(results):
+        if hooks not in measure.REREADS:
+            continue
+        med, rounds = results[graph], samples[graph]
+        floor, stock, fast, loop = ('%s/%s' % (kind, hooks) for kind in (
+            'native-reads', 'stock', 'fastmts', 'fastmts-loop'))
+        row = ['%s / %s' % (graph, hooks)] + [
+            _us(med[k]) for k in (floor, stock, fast, loop)] + [
+            _x(measure.paired_ratio(rounds[k], rounds[floor]))
+            for k in (stock, fast, loop)] + [
+            _x(measure.paired_ratio(rounds[stock], rounds[fast]))]
+        lines.append('| ' + ' | '.join(row) + ' |')
     return '\n'.join(lines)
 
 
@@ -152,22 +170,27 @@ def cpu_table(cpu):
             'run_steps/(floor + re-reads)']
     lines = ['| ' + ' | '.join(cols) + ' |',
              '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
-
-    def median(xs):
-        return statistics.median(xs) if xs else None
-
-    for graph, rounds in cpu.items():
-        def paired(a, b):
-            return measure.paired_ratio(rounds.get(a), rounds.get(b))
-
-        for hooks in measure.HOOKS:
-            floor, reads, stock, fast, loop = ('%s/%s' % (kind, hooks) for kind in (
-                'native', 'native-reads', 'stock', 'fastmts', 'fastmts-loop'))
-            row = ['%s / %s' % (graph, hooks)] + [
-                _us(median(rounds.get(k))) for k in (floor, reads, stock, fast, loop)]
-            row += [_x(paired(fast, floor)), _x(paired(loop, floor)), _x(paired(loop, reads))]
-            lines.append('| ' + ' | '.join(row) + ' |')
+    for graph, hooks in _scenarios(cpu):
+        rounds = cpu[graph]
+        floor, reads, stock, fast, loop = ('%s/%s' % (kind, hooks) for kind in (
+            'native', 'native-reads', 'stock', 'fastmts', 'fastmts-loop'))
+        has_reads = hooks in measure.REREADS
+        row = ['%s / %s' % (graph, hooks)] + [
+            _us(statistics.median(rounds[k])) if k in rounds else _us(None)
+            for k in (floor, reads, stock, fast, loop)]
+        row += [_x(measure.paired_ratio(rounds[fast], rounds[floor])),
+                _x(measure.paired_ratio(rounds[loop], rounds[floor])),
+                _x(measure.paired_ratio(rounds[loop], rounds[reads]) if has_reads else None)]
+        lines.append('| ' + ' | '.join(row) + ' |')
     return '\n'.join(lines)
+
+
+_WORKLOADS = [g for g in measure.GRAPHS if g not in ('trivial', 'mlp')]
+
+
+def _block_text(steps):
+    return ', '.join('%s %d' % (g, measure.models.block_steps(g, steps)) for g in _WORKLOADS) + \
+        ' steps a block'
 
 
 def main(argv=None):
@@ -199,20 +222,22 @@ def main(argv=None):
         if not args.quiet:
             print(msg, file=sys.stderr, flush=True)
 
-    mod, reason = measure.load_fastmts()
-    fast_state = ('fastmts %s' % getattr(mod, '__version__', '?')
-                  if mod else 'fastmts unavailable (%s)' % reason)
+    try:
+        require_runners(graphs)
+    except measure.MissingRunner as e:
+        print('error: a runner of this report is missing: %s' % e, file=sys.stderr)
+        return 2
+    fast_state = 'fastmts %s' % measure.load_fastmts().__version__
     t0 = time.perf_counter()
-    results, raw, all_missing = {}, {}, {}
+    results, raw = {}, {}
     for g in graphs:
-        log('measuring %s: %d rounds x %d steps per runner, interleaved'
-            % (g, args.repeats, args.steps))
-        med, spread, samples, cpu, missing = measure_graph(
-            g, args.steps, args.repeats, log)
+        log('measuring %s: %d rounds x %d steps per runner (%d on this graph), '
+            'interleaved' % (g, args.repeats, args.steps,
+                             measure.models.block_steps(g, args.steps)))
+        med, spread, samples, cpu = measure_graph(g, args.steps, args.repeats, log)
         results[g] = med
         raw[g] = {'median_us': med, 'spread_us': spread, 'samples_us': samples,
                   'thread_cpu_samples_us': cpu}
-        all_missing.update(missing)
     elapsed = time.perf_counter() - t0
 
     print('## fastmts per-step benchmark\n')
@@ -220,7 +245,8 @@ def main(argv=None):
           '(+1 warmup), medians; %.0f s total.\n'
           % (measure.tf.__version__, fast_state, args.steps, args.repeats,
              elapsed))
-    print(table(results, {g: raw[g]['samples_us'] for g in raw}))
+    samples = {g: raw[g]['samples_us'] for g in raw}
+    print(table(results, samples))
     print('\nMicroseconds per step (medians). floor = the same TF_SessionRun '
           'calls in a C++ loop, outputs dropped: of train_op alone on a plain '
           "Session, and, which the ratios use, on the preset's own "
@@ -230,7 +256,9 @@ def main(argv=None):
           'SummarySaverHook fetches them, %s), the hooks themselves never '
           'running.' % _summary_periods() +
           ' Ratios are medians of per-round '
-          'ratios (blocks of one round run back to back).')
+          'ratios (blocks of one round run back to back). The workloads '
+          '(%s) run %s.' % (', '.join(g for g in results if g in _WORKLOADS) or 'none here',
+                            _block_text(args.steps)))
     print('\nhooks: `stop` = [StopAtStepHook] only, no checkpoint_dir; '
           '`full` = checkpoint_dir + MonitoredTrainingSession defaults + '
           'StopAtStepHook, NanTensorHook(loss), '
@@ -248,21 +276,18 @@ def main(argv=None):
           'event records).\n'
           % (len(measure.REREAD_AT), measure.REREAD_PERIOD,
              len(measure.SUMMARY_STEP_COUNTER_AT), measure.REREAD_PERIOD))
-    print(reread_table(results, {g: raw[g]['samples_us'] for g in raw}))
+    print(reread_table(results, samples))
+    print('\nWhat MonitoredTrainingSession itself costs per step over a bare '
+          '`Session.run` loop of the same model, stock and fastmts, in the same '
+          'run (microseconds; medians). A negative figure: fastmts\'s native '
+          'step beats even the Python `Session.run` it replaces.\n')
+    print(overhead_table(results, samples))
     print('\nThe training thread\'s own CPU time per step in the same blocks '
           '(time.thread_time; TF\'s executor threads and the FileWriter\'s '
           'writer thread not counted): what fastmts adds in that thread, '
           'with far less noise than wall time on a shared machine. '
-          'n/a: no such runner for the preset.\n')
+          '-: the preset has no re-reads.\n')
     print(cpu_table({g: raw[g]['thread_cpu_samples_us'] for g in raw}))
-    if all_missing:
-        by_reason = {}
-        for key, why in all_missing.items():
-            kinds = by_reason.setdefault(why, [])
-            if key.split('/')[0] not in kinds:
-                kinds.append(key.split('/')[0])
-        print('\nn/a: ' + '; '.join('%s -- %s' % (', '.join(k), why)
-                                     for why, k in by_reason.items()))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'tensorflow': measure.tf.__version__,

@@ -15,12 +15,11 @@ per-block spreads and the ratio fastmts/stock of steps/s.
 pytest-benchmark's own timing here is of the whole run (process start-up and
 session creation included), one round: only ``extra_info`` is per step.
 
-Nothing here asserts a timing; a fastmts failure is a warning (the stock
-numbers are still recorded), a stock failure fails the test.
+Nothing here asserts a timing; a runner that fails to start or to run, stock's
+or fastmts's, fails the test with its reason.
 """
 
 import os
-import warnings
 
 import pytest
 
@@ -55,6 +54,3 @@ def test_distributed_steps_per_sec(benchmark, tmp_path):
       'errors': result['errors'],
   })
   print('\n' + distributed_bench.summary(result))
-  assert result['medians_us'].get('stock') is not None, result['errors']
-  if result['medians_us'].get('fastmts') is None:
-    warnings.warn('fastmts: %s' % result['errors'].get('fastmts'))

@@ -63,8 +63,7 @@ def open_fds():
 
 
 def native_threads():
-    mod, _ = measure.load_fastmts()
-    return mod._native.live_native_threads() if mod is not None else 0
+    return measure.load_fastmts()._native.live_native_threads()
 
 
 def sample_every(steps, sample=None):
@@ -135,9 +134,7 @@ def measure_cycles(impl_name, cycles, sample=None):
     if impl_name == 'stock':
         impl = v1.train
     else:
-        impl, reason = measure.load_fastmts()
-        if impl is None:
-            raise RuntimeError(reason)
+        impl = measure.load_fastmts()
     every = max(1, int(sample) if sample else cycles // 10)
     warmup = max(1, cycles // 10)
     threads0 = threading.active_count()
@@ -195,15 +192,9 @@ def measure_cycles(impl_name, cycles, sample=None):
 # pytest-benchmark
 # --------------------------------------------------------------------------
 
-def _skip_unless_available(kind):
-    ok, reason = measure.available(kind)
-    if not ok:
-        pytest.skip(reason)
-
-
 @pytest.mark.parametrize('kind', ['fastmts-loop', 'fastmts'])
 def test_steps_memory(benchmark, kind):
-    _skip_unless_available(kind)
+    measure.require(kind)  # a missing runner fails here, with its reason
     benchmark.group = 'memory/steps'
     result = {}
 
@@ -216,7 +207,7 @@ def test_steps_memory(benchmark, kind):
 
 @pytest.mark.parametrize('impl', ['fastmts', 'stock'])
 def test_cycles_memory(benchmark, impl):
-    _skip_unless_available('stock' if impl == 'stock' else 'fastmts')
+    measure.require(impl)
     benchmark.group = 'memory/cycles'
     result = {}
 
@@ -245,10 +236,7 @@ def main(argv=None):
     rows = []
     kinds = ['fastmts-loop', 'fastmts'] + (['stock'] if args.stock else [])
     for kind in kinds:
-        ok, reason = measure.available(kind)
-        if not ok:
-            print('%s: skipped (%s)' % (kind, reason))
-            continue
+        measure.require(kind)
         r = measure_steps(kind, args.steps, args.sample_every)
         name = {'fastmts-loop': 'fastmts run_steps', 'fastmts': 'fastmts run loop',
                 'stock': 'stock run loop'}[kind]
@@ -257,10 +245,7 @@ def main(argv=None):
                      '-', '-', '%.1f us/step' % r['per_step_us']))
         print('  %s samples (step, rss MB): %s' % (name, r['samples']), flush=True)
     for impl in ['fastmts'] + (['stock'] if args.stock else []):
-        ok, reason = measure.available(impl)
-        if not ok:
-            print('%s cycles: skipped (%s)' % (impl, reason))
-            continue
+        measure.require(impl)
         if args.cycles <= 0:
             continue
         r = measure_cycles(impl, args.cycles)

@@ -49,8 +49,8 @@ pytestmark = pytest.mark.timeout(600)
 @pytest.fixture(scope='module')
 def queue_runners():
     """Both runners, built once; closed (and checked) at module end."""
-    runners, missing = queue_bench.make_runners()
-    state = {'runners': runners, 'missing': missing, 'close': None}
+    runners = queue_bench.make_runners()
+    state = {'runners': runners, 'close': None}
     try:
         yield state
     finally:
@@ -68,24 +68,20 @@ def queue_runners():
 def call_counts():
     """Python calls per step of each implementation (separate sessions)."""
     queue_bench._CALL_CLOSE_PROBLEMS.clear()
-    counts, missing = queue_bench.measure_calls()
+    counts = queue_bench.measure_calls()
     left = '; '.join('%s: %s' % kv
                      for kv in queue_bench._CALL_CLOSE_PROBLEMS.items())
     if left:
         warnings.warn('queue benchmark: ' + left)
-    return counts, missing, left
+    return counts, left
 
 
 def _calls_info(call_counts):
-    counts, missing, left = call_counts
+    counts, left = call_counts
     info = {}
     for kind, c in counts.items():
-        if c is None:
-            continue
         info['%s_python_calls_per_step_main' % kind] = c['main']
         info['%s_python_calls_per_step_all_threads' % kind] = c['all']
-    if missing:
-        info['calls_missing'] = dict(missing)
     if left:
         info['threads_left_after_profiled_sessions'] = left
     return info
@@ -93,21 +89,15 @@ def _calls_info(call_counts):
 
 @pytest.mark.parametrize('impl', queue_bench.IMPLS)
 def test_queue_examples_per_sec(benchmark, queue_runners, call_counts, impl):
-    runners, missing = queue_runners['runners'], queue_runners['missing']
-    if impl not in runners:
-        pytest.skip('%s: %s' % (impl, missing.get(impl)))
+    runners = queue_runners['runners']
     other = 'fastmts' if impl == 'stock' else 'stock'
-    partners = {other: runners[other]} if other in runners else {}
-    info = {} if partners else {'partner_missing': '%s: %s' % (
-        other, missing.get(other))}
+    partners = {other: runners[other]}
 
     benchmark.group = 'queues'
     inter = measure.pedantic_interleaved(benchmark, {impl: runners[impl]},
                                          partners, STEPS, ROUNDS, WARMUP)
-    ex = {name: queue_bench.examples_per_sec(
-              inter.median_us(name) / 1e6 if inter.samples[name] else None)
+    ex = {name: queue_bench.examples_per_sec(inter.median_us(name) / 1e6)
           for name in inter.samples}
-    benchmark.extra_info.update(info)
     benchmark.extra_info.update(_calls_info(call_counts))
     benchmark.extra_info.update({
         'impl': impl,
@@ -115,16 +105,13 @@ def test_queue_examples_per_sec(benchmark, queue_runners, call_counts, impl):
         'examples_per_step': queue_bench.BATCH,
         'examples_per_sec': ex[impl],
         'interleaved_examples_per_sec': ex,
-        'ratio_fastmts_over_stock': measure.ratio(ex.get('fastmts'),
-                                                  ex.get('stock')),
+        'ratio_fastmts_over_stock': ex['fastmts'] / ex['stock'],
     })
 
 
 @pytest.mark.parametrize('impl', queue_bench.IMPLS)
 def test_queue_close(benchmark, impl):
-    ok, reason = measure.available(impl)
-    if not ok:
-        pytest.skip(reason)
+    measure.require(impl)  # a missing runner fails here, with its reason
     state = {'runner': None, 'close_s': [], 'left': [], 'errors': []}
 
     def setup():

@@ -6,7 +6,9 @@ Run (not part of the normal test suite; testpaths only lists tests/):
     pytest bench/test_bench_steps.py --benchmark-json=bench.json
     FASTMTS_BENCH_STEPS=2000 FASTMTS_BENCH_ROUNDS=7 pytest bench/...
 
-Each benchmark round is one block of FASTMTS_BENCH_STEPS steps (default 2000)
+Each benchmark round is one block of FASTMTS_BENCH_STEPS steps (default 2000;
+on the workloads, whose step is long, that share of it which
+bench/models.py's BLOCK_SHARE gives: ``extra_info['steps_per_round']``)
 run inside an already-created session (creation is excluded), so
 pytest-benchmark's per-round times divide by that to give per-step time;
 ``extra_info['per_step_us']`` has the median per-step microseconds directly.
@@ -23,8 +25,11 @@ interleaved run, go into ``extra_info``.  Thus a benchmark's extra_info alone
 pairs stock and fastmts fairly; pytest-benchmark's own stats stay per
 implementation, grouped by scenario (``group = '<graph>/<hooks>'``), so its
 table and ``--benchmark-compare`` are meaningful too.  The price is that each
-block runs twice (once as "own", once as "partner").  The partner part is
-skipped when the partner is unavailable (fastmts not importable).
+block runs twice (once as "own", once as "partner").
+
+Every runner a benchmark names must be there: a fastmts that lacks one (its
+floor included) fails the benchmark with measure.MissingRunner's reason, never
+a skip.
 """
 
 import os
@@ -49,51 +54,21 @@ def runners():
     cache = {}
 
     def get(kind, graph, hooks=None):
-        """A Runner, or a ``_Missing`` (not built yet, or failed to start)."""
+        """The Runner; raises measure.MissingRunner (or the error of its
+        start) when it cannot be built."""
         key = (kind, graph, hooks)
         if key not in cache:
-            ok, reason = measure.available(kind)
-            if not ok:
-                cache[key] = _Missing(reason)
-            else:
-                try:
-                    cache[key] = measure.make_runner(kind, graph, hooks)
-                except Exception as e:
-                    cache[key] = _Missing('failed to start', e)
+            cache[key] = measure.make_runner(kind, graph, hooks)
         return cache[key]
 
     yield get
     for r in cache.values():
-        if isinstance(r, measure.Runner):
-            r.close()
-
-
-class _Missing:
-    """Why a runner is not there; ``error`` set if construction raised."""
-
-    def __init__(self, reason, error=None):
-        self.reason, self.error = reason, error
-
-    def __str__(self):
-        if self.error is None:
-            return self.reason
-        return '%s: %s: %s' % (self.reason, type(self.error).__name__,
-                               str(self.error).splitlines()[0]
-                               if str(self.error) else '')
+        r.close()
 
 
 def _own_and_partners(runners, own_kind, other_kind, graph, hooks=None):
-    """Own runner (skip if fastmts is not there yet, raise if it failed to
-    start) and the partner dict (empty, noted in extra_info, if missing)."""
-    own = runners(own_kind, graph, hooks)
-    if isinstance(own, _Missing):
-        if own.error is not None:
-            raise own.error
-        pytest.skip(str(own))
-    partner = runners(other_kind, graph, hooks)
-    if isinstance(partner, _Missing):
-        return own, {}, {'partner_missing': '%s: %s' % (other_kind, partner)}
-    return own, {other_kind: partner}, {}
+    """The runner timed and its partner, as a dict of one."""
+    return runners(own_kind, graph, hooks), {other_kind: runners(other_kind, graph, hooks)}
 
 
 def _interleaved(benchmark, group, own, partners, info):
@@ -107,7 +82,7 @@ def _interleaved(benchmark, group, own, partners, info):
     benchmark.extra_info.update(info)
     benchmark.extra_info.update({
         'impl': own_name,
-        'steps_per_round': STEPS,
+        'steps_per_round': measure.block_steps(own[own_name], STEPS),
         'per_step_us': med[own_name],
         'interleaved_per_step_us': med,
         'interleaved_thread_cpu_per_step_us': inter.cpu_medians_us(),
@@ -115,26 +90,24 @@ def _interleaved(benchmark, group, own, partners, info):
     return inter
 
 
+SCENARIOS = [(graph, hooks) for graph in measure.GRAPHS for hooks in measure.PRESETS[graph]]
+
+
 @pytest.mark.parametrize('impl', measure.IMPLS)
-@pytest.mark.parametrize('hooks', measure.HOOKS)
-@pytest.mark.parametrize('graph', measure.GRAPHS)
+@pytest.mark.parametrize('graph, hooks', SCENARIOS)
 def test_mts_steps(benchmark, runners, graph, hooks, impl):
     other = 'fastmts' if impl == 'stock' else 'stock'
-    own, partners, note = _own_and_partners(runners, impl, other, graph, hooks)
+    own, partners = _own_and_partners(runners, impl, other, graph, hooks)
     # The floor of this preset (the same merged TF runs in a C++ loop) runs
     # interleaved too, so every ratio comes from one run.
-    floor = runners('native', graph, hooks)
-    if isinstance(floor, measure.Runner):
-        partners['native'] = floor
+    partners['native'] = runners('native', graph, hooks)
     # And in the presets with default hooks, the hooked floor: the floor
     # that also makes TF's hooks' re-reads of the global step
     # (measure.REREADS).
     if hooks in measure.REREADS:
-        reads = runners('native-reads', graph, hooks)
-        if isinstance(reads, measure.Runner):
-            partners['native-reads'] = reads
+        partners['native-reads'] = runners('native-reads', graph, hooks)
     inter = _interleaved(benchmark, '%s/%s' % (graph, hooks), {impl: own},
-                         partners, dict(note, graph=graph, hooks=hooks))
+                         partners, dict(graph=graph, hooks=hooks))
     # Ratios pair the blocks of each round (measure.paired_ratio).
     rounds, cpu = inter.samples, inter.cpu_samples
     fast = impl if impl != 'stock' else 'fastmts'
@@ -157,8 +130,8 @@ def test_mts_steps(benchmark, runners, graph, hooks, impl):
 @pytest.mark.parametrize('graph', measure.GRAPHS)
 def test_floor_steps(benchmark, runners, graph, impl):
     other = 'native' if impl == 'session' else 'session'
-    own, partners, note = _own_and_partners(runners, impl, other, graph)
+    own, partners = _own_and_partners(runners, impl, other, graph)
     rounds = _interleaved(benchmark, '%s/floor' % graph, {impl: own}, partners,
-                          dict(note, graph=graph, hooks='none')).samples
+                          dict(graph=graph, hooks='none')).samples
     benchmark.extra_info['session_over_native'] = measure.paired_ratio(
         rounds.get('session'), rounds.get('native'))

@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "binding/numpy_feed.h"
 #include "core/tf_status.h"
 #include "core/tf_strings.h"
 
@@ -65,8 +66,7 @@ std::vector<TensorPtr> feeds_from_python(const FeedPlan& plan, py::handle values
     const size_t item = tf::DataTypeSize(plan.dtypes[i]);
     if (item && static_cast<size_t>(arr.itemsize()) != item)
       throw py::type_error("feed value has the wrong item size for its tensor");
-    std::vector<int64_t> dims(arr.shape(), arr.shape() + arr.ndim());
-    out.push_back(tensor_from_buffer(plan.dtypes[i], dims, arr.data(), arr.nbytes()));
+    out.push_back(tensor_sharing_array(plan.dtypes[i], arr));
   }
   return out;
 }

@@ -18,9 +18,8 @@ using TensorPtr = std::unique_ptr<TF_Tensor, TensorDeleter>;
 // dedupes fetches), so results are shared.
 using SharedTensor = std::shared_ptr<TF_Tensor>;
 
-// A feed is copied into a TF-owned tensor: TF may keep a fed buffer beyond the
-// run (e.g. a variable assigned from it), and a copy keeps the caller's array
-// untouched and its reference count balanced.
+// A tensor holding a copy of `data` (the core's own feeds; Python's numpy
+// feeds share their buffer instead: binding/numpy_feed.h).
 TensorPtr tensor_from_buffer(TF_DataType dtype, const std::vector<int64_t>& dims,
                              const void* data, size_t nbytes);
 

@@ -65,6 +65,8 @@ struct TF_TString {
   X(const char*, Message, (const TF_Status*))                                             \
   X(TF_Tensor*, AllocateTensor, (TF_DataType, const int64_t*, int, size_t))               \
   X(void, DeleteTensor, (TF_Tensor*))                                                     \
+  X(TF_Tensor*, NewTensor,                                                                 \
+    (TF_DataType, const int64_t*, int, void*, size_t, void (*)(void*, size_t, void*), void*)) \
   X(TF_DataType, TensorType, (const TF_Tensor*))                                          \
   X(int, NumDims, (const TF_Tensor*))                                                     \
   X(int64_t, Dim, (const TF_Tensor*, int))                                                \
