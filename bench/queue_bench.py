@@ -58,8 +58,10 @@ DEFAULT_REPEATS = 7  # recorded interleaved rounds
 CALL_STEPS = 50      # steps of the profiled block
 CLOSE_TIMEOUT = 30   # seconds before a hanging close dumps all stacks
 
+# feed_dict: the runner protocol's (bench/models.py); the queue feeds the step.
 QueueModel = collections.namedtuple(
-    'QueueModel', ['train_op', 'loss', 'global_step', 'queue', 'queue_runner'])
+    'QueueModel', ['train_op', 'loss', 'global_step', 'queue', 'queue_runner', 'feed_dict'],
+    defaults=[None])
 
 
 def build_model():

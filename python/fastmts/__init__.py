@@ -5,8 +5,11 @@
       while not sess.should_stop():
         sess.run(train_op)
 """
-from fastmts import _tensorflow  # first: checks the TF release, binds to it
-from fastmts import _native
+from fastmts import _quiet_start
+
+with _quiet_start.tf_logs_hidden_for_the_demo():  # python -m fastmts, fastmts-demo only
+  from fastmts import _tensorflow  # first: checks the TF release, binds to it
+from fastmts import _native  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _register_dtypes():

@@ -21,9 +21,11 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
+# TF's C++ log lines are kept out of the demo's output as the package, and with it
+# TensorFlow, is imported (fastmts/_quiet_start.py): that happens before this module runs.
 import tensorflow as tf  # noqa: E402
+
+from fastmts import demo_overhead  # noqa: E402
 
 # "final loss" = mean minibatch loss over the last this-many steps (a single
 # minibatch loss is noisy); progress lines show the mean since the last line.
@@ -67,9 +69,18 @@ def parse_args(argv=None):
                    metavar='N', help='default %(default)s')
     p.add_argument('--seed', type=int, default=0,
                    help='data/initialisation seed (default %(default)s)')
+    p.add_argument('--overhead-rounds', type=int, default=9, metavar='N',
+                   help='rounds of the per-step cost of MonitoredTrainingSession '
+                        'over a bare Session.run loop, measured after training '
+                        '(0: not measured; default %(default)s)')
+    p.add_argument('--overhead-steps', type=int, default=200, metavar='N',
+                   help='steps per block of that measurement (default '
+                        '%(default)s)')
     args = p.parse_args(argv)
+    if args.overhead_rounds < 0:
+        p.error('--overhead-rounds must not be negative')
     for name in ('steps', 'log_every', 'save_summaries_steps',
-                 'save_checkpoint_steps'):
+                 'save_checkpoint_steps', 'overhead_steps'):
         if getattr(args, name) <= 0:
             p.error('--%s must be positive' % name.replace('_', '-'))
     return args
@@ -231,6 +242,7 @@ def main(argv=None):
     print(flush=True)
     t_total = time.perf_counter()
     results = []
+    overhead = None
     try:
         for impl in impls:
             try:
@@ -240,6 +252,13 @@ def main(argv=None):
                 print('error: [%s] %s' % (impl, e), file=sys.stderr)
                 return 1
             print(flush=True)
+        if args.overhead_rounds:
+            print('measuring what MonitoredTrainingSession costs per step '
+                  '(%d rounds)...' % args.overhead_rounds, flush=True)
+            overhead = demo_overhead.measure(
+                {'Session.run': None, **{('stock' if k == 'tf' else k): f
+                                         for k, f in factories.items()}},
+                tempfile.mkdtemp(prefix='overhead-', dir=base), args)
     finally:
         if temporary:
             shutil.rmtree(base, ignore_errors=True)
@@ -249,6 +268,9 @@ def main(argv=None):
     print('seconds = training loop only (session setup/close excluded); '
           'final loss = mean over the last %d steps; ' % FINAL_LOSS_WINDOW +
           'total wall time %.1f s' % (time.perf_counter() - t_total))
+    if overhead:
+        print()
+        print(demo_overhead.report(*overhead, args))
     if temporary:
         print('(temporary directory %s removed)' % base)
     return 0

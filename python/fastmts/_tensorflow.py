@@ -34,6 +34,9 @@ import operator
 import os
 import re
 import sys
+import warnings
+
+from fastmts import _tf_distributions
 
 # The supported releases: 1.15, and every 2.x from 2.0 to 2.21.
 SUPPORTED = ((1, 15), (2, 0), (2, 21))
@@ -41,6 +44,10 @@ _RANGE = '1.15 or 2.0 to 2.21'
 _INSTALL_HINT = ("pip install 'tensorflow-cpu>=2.12,<2.22' (or 'tensorflow'; or "
                  "pip install 'fastmts[cpu]'); below 2.18 TensorFlow needs 'numpy<2', "
                  "1.15 'protobuf<=3.20'")
+
+# Two TF distributions laid into one folder (fastmts/_tf_distributions.py): said
+# whether TF imports or not, with the command that repairs it.
+_TWO_TFS = _tf_distributions.trap_message(_tf_distributions.installed())
 
 try:
   # TF as the user loaded it, or loaded now (its shared libraries before the
@@ -50,7 +57,9 @@ try:
 except Exception as e:  # pylint: disable=broad-except
   # Not only ImportError: TF 2.11 and older fail with TypeError under numpy 2.
   raise ImportError('fastmts needs TensorFlow %s, and `import tensorflow` failed (%s: %s): %s'
-                    % (_RANGE, type(e).__name__, e, _INSTALL_HINT)) from e
+                    % (_RANGE, type(e).__name__, e, _TWO_TFS or _INSTALL_HINT)) from e
+if _TWO_TFS:
+  warnings.warn(_TWO_TFS + ' (TensorFlow imports for now)', RuntimeWarning)
 
 
 def check_release(version):

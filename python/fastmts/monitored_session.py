@@ -187,7 +187,7 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     agreed_stop: a fastmts.AgreedStop: the ranks of a data-parallel job
       (Horovod, TF's collective ops) stop at one step, the one the first of
       them wished to stop at (a hook's request, a preemption signal), so
-      none is left hanging in an allreduce; `sess.agreed_stop` tells how.
+      none fails in an allreduce; `sess.agreed_stop` tells how.
       Off by default (None): nothing added to the graph or the step.
 
   For a chief, sets up initialization/restoring and the default hooks (step
