@@ -29,11 +29,18 @@ def _top_level(dist_info):
 
 def installed():
   """[(distribution name, version)] of every distribution whose files are in the folder
-  `tensorflow` is imported from, oldest install first; [] when TF is not installed."""
+  `tensorflow` is imported from, oldest install first; [] when TF is not installed or that
+  folder cannot be read. Never raises: it only adds to what `import tensorflow` says."""
   try:
-    spec = importlib.util.find_spec('tensorflow')
-  except (ImportError, ValueError):
+    return _installed()
+  except Exception:  # pylint: disable=broad-except
+    # An import hook that fails (as a broken TF's may), an unreadable folder: the
+    # import of TF itself says what is wrong.
     return []
+
+
+def _installed():
+  spec = importlib.util.find_spec('tensorflow')
   if spec is None or not spec.submodule_search_locations:
     return []
   site = os.path.dirname(os.path.abspath(list(spec.submodule_search_locations)[0]))
