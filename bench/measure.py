@@ -2,7 +2,10 @@
 
 Vocabulary
 ----------
-graph     'trivial' | 'mlp'                      (see bench/models.py)
+graph     'trivial' | 'mlp' (toy graphs, all presets) | 'fed_mlp' |
+          'large_batch' | 'dataset' | 'cnn' (workloads, 'full' only: PRESETS;
+          see bench/models.py; a fed model's feed_dict goes to every step of
+          every runner, the floor's included)
 hooks     'stop'  -> hooks=[StopAtStepHook], no checkpoint_dir (so
                      MonitoredTrainingSession adds no default hooks)
           'full'  -> checkpoint_dir=<tmp> with all MonitoredTrainingSession
