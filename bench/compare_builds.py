@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+import pairing  # bench/pairing.py (this script's folder is on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -68,14 +70,8 @@ def per_runner(report):
             stock = med['stock/%s' % hooks] if hooks else None
             rows[(graph, runner)] = (
                 us, us / stock if stock else None, statistics.median(cpu[runner]),
-                measure_ratio(cpu[runner], cpu[floor_of(runner)]))
+                pairing.paired_ratio(cpu[runner], cpu[floor_of(runner)]))
     return rows
-
-
-def measure_ratio(a, b):
-    """Median over rounds of a's CPU per step over b's in the same round
-    (bench/measure.py's paired_ratio, without importing TensorFlow here)."""
-    return statistics.median(x / y for x, y in zip(a, b) if y)
 
 
 def table(before_runs, after_runs):

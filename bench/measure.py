@@ -74,13 +74,15 @@ tf.compat.v1.disable_eager_execution()
 tf.get_logger().setLevel('ERROR')
 
 import models  # noqa: E402  (bench/models.py; bench/ is on sys.path)
+from pairing import paired_ratio  # noqa: E402,F401  (the benchmarks' pairing, here too)
 
 GRAPHS = ('trivial', 'mlp', 'fed_mlp', 'large_batch', 'dataset', 'cnn')
 HOOKS = ('stop', 'full', 'summaries')
 # The hooks presets measured on each graph: every one on the toy graphs, where
 # the step is nearly all machinery; on the workloads, what a training job
 # runs (checkpoint_dir with TF's default hooks).
-PRESETS = {graph: HOOKS if graph in ('trivial', 'mlp') else ('full',) for graph in GRAPHS}
+TOY_GRAPHS = ('trivial', 'mlp')
+PRESETS = {graph: HOOKS if graph in TOY_GRAPHS else ('full',) for graph in GRAPHS}
 IMPLS = ('stock', 'fastmts', 'fastmts-loop')
 FLOORS = ('session', 'native')
 
@@ -552,13 +554,3 @@ def ratio(a, b):
     if a is None or b is None or b == 0:
         return None
     return a / b
-
-
-def paired_ratio(samples_a, samples_b):
-    """Median over rounds of (a's block / b's block in the same round), or
-    None when either is missing. Blocks of one round run back to back, so
-    each ratio sees the same state of a noisy machine; the median of those
-    moves much less between runs than the ratio of two medians taken over
-    stretches the machine spent differently."""
-    pairs = [a / b for a, b in zip(samples_a or [], samples_b or []) if b]
-    return statistics.median(pairs) if pairs else None

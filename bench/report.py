@@ -23,6 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import measure  # noqa: E402
+import pairing  # noqa: E402
 
 
 def _us(x):
@@ -121,10 +122,11 @@ def overhead_table(results, samples):
     lines = ['| ' + ' | '.join(cols) + ' |',
              '|' + '|'.join(['---'] + ['---:'] * (len(cols) - 1)) + '|']
     for graph, hooks in _scenarios(results):
-        med = results[graph]
-        stock, fast = med['stock/%s' % hooks], med['fastmts/%s' % hooks]
-        row = ['%s / %s' % (graph, hooks), _us(med['session']), _us(stock), _us(fast),
-               '%+.1f' % (stock - med['session']), '%+.1f' % (fast - med['session'])]
+        med, rounds = results[graph], samples[graph]
+        stock, fast = 'stock/%s' % hooks, 'fastmts/%s' % hooks
+        row = ['%s / %s' % (graph, hooks), _us(med['session']), _us(med[stock]), _us(med[fast])]
+        row += ['%+.1f' % pairing.paired_difference(rounds[k], rounds['session'])
+                for k in (stock, fast)]
         lines.append('| ' + ' | '.join(row) + ' |')
     return '\n'.join(lines)
 
@@ -185,7 +187,7 @@ def cpu_table(cpu):
     return '\n'.join(lines)
 
 
-_WORKLOADS = [g for g in measure.GRAPHS if g not in ('trivial', 'mlp')]
+_WORKLOADS = [g for g in measure.GRAPHS if g not in measure.TOY_GRAPHS]
 
 
 def _block_text(steps):
@@ -279,8 +281,9 @@ def main(argv=None):
     print(reread_table(results, samples))
     print('\nWhat MonitoredTrainingSession itself costs per step over a bare '
           '`Session.run` loop of the same model, stock and fastmts, in the same '
-          'run (microseconds; medians). A negative figure: fastmts\'s native '
-          'step beats even the Python `Session.run` it replaces.\n')
+          'run (microseconds; medians of the per-round differences). A '
+          'negative figure: fastmts\'s native step beats even the Python '
+          '`Session.run` it replaces.\n')
     print(overhead_table(results, samples))
     print('\nThe training thread\'s own CPU time per step in the same blocks '
           '(time.thread_time; TF\'s executor threads and the FileWriter\'s '
