@@ -90,3 +90,23 @@ def test_main_job_without_the_measurement():
              _env(TF_CPP_MIN_LOG_LEVEL='2'))
   assert 'What MonitoredTrainingSession itself costs' not in out, out[-3000:]
   assert 'fastmts/stock steps/s' in out, out[-3000:]
+
+
+def test_main_job_shows_everything_when_tensorflow_fails_to_import(tmp_path):
+  """The quiet start drops only TF's log lines of a successful import: a failed one is
+  printed whole, its C++ log lines included."""
+  import fastmts  # pylint: disable=import-outside-toplevel
+  site = tmp_path / 'site'
+  (site / 'tensorflow').mkdir(parents=True)
+  (site / 'tensorflow' / '__init__.py').write_text(
+      "import sys\n"
+      "sys.stderr.write('I0000 00:00:1.000000   1 port.cc:153] a TF log line\\n')\n"
+      "raise ImportError('undefined symbol: _ZN10tensorflow8internal15LogMessageFatalD1Ev')\n")
+  env = _env(PYTHONPATH=os.pathsep.join(
+      [str(site), os.path.dirname(os.path.dirname(os.path.abspath(fastmts.__file__)))]))
+  done = subprocess.run([sys.executable, '-m', 'fastmts'] + SHORT_RUN, env=env, cwd=str(site),
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT_SECS)
+  out = done.stdout.decode(errors='replace')
+  assert done.returncode != 0, out
+  assert 'port.cc:153] a TF log line' in out, out
+  assert 'undefined symbol' in out and 'fastmts needs TensorFlow' in out, out
