@@ -1,7 +1,7 @@
 """fastmts: a C++-accelerated drop-in for tf.compat.v1.train's MonitoredSession family.
 
     import fastmts
-    with fastmts.MonitoredTrainingSession(checkpoint_dir=d, hooks=[...]) as sess:
+    with fastmts.MonitoredTrainingSession(checkpoint_dir=d, hooks=hooks) as sess:
       while not sess.should_stop():
         sess.run(train_op)
 """

@@ -1,8 +1,9 @@
 """Opt-in report of where the time of the steps goes, hook by hook.
 
     fastmts.report_hook_costs(True)      # sessions created from now on
-    with fastmts.MonitoredTrainingSession(...) as sess:
-      ...
+    with fastmts.MonitoredTrainingSession(hooks=hooks) as sess:
+      while not sess.should_stop():
+        sess.run(train_op)
       print(sess.hook_cost_report())     # also logged when the session closes
 
 The native dispatch times each hook's before_run and after_run and the TF run

@@ -2,6 +2,8 @@
 
     sess = fastmts.MonitoredTrainingSession(
         ..., recovery=fastmts.RecoveryPolicy(max_recreations=5, backoff_secs=1.0))
+    # not-run: a fragment; tests/test_distributed.py runs policies, e.g.
+    # test_distributed.py::test_recovery_policy_gives_up_after_max_recreations
 
 When `run` (or a hook in it) raises AbortedError or UnavailableError, TF's
 MonitoredSession closes the session and creates a new one, again and again,

@@ -2,10 +2,9 @@
 
 A monitored session is a stack of layers, each wrapping the one below as
 `_sess` (TF's name; code reaches the raw session as `sess._sess._sess...`):
-
-    _RecoverableSession   re-creates the session on AbortedError/UnavailableError
-    _CoordinatedSession   the Coordinator, queue runners and grace period
-    HookedSession         the hook dispatch around one merged run (hooked_session)
+_RecoverableSession (re-creates the session on AbortedError/UnavailableError)
+over _CoordinatedSession (the Coordinator, queue runners and grace period)
+over HookedSession (the hook dispatch around one merged run: hooked_session).
 
 _WrappedSession declares what every layer answers and delegates each of it
 to the layer below once; a layer overrides only what it changes.
