@@ -8,7 +8,7 @@
 `...` is the session's other arguments. A signal is a rank's wish to stop
 only where the session handles it: with its SIGTERM option on among them
 (as in docs/distributed.md's example), a SIGTERM to any rank stops every
-rank after one step and every rank exits 143; without it the signal kills
+rank after the same step and every rank exits 143; without it the signal kills
 that rank, as it kills a stock TF process, and the others' next collective
 fails. (sess.agreed_stop is None only if the ranks did not agree: a stop
 requested on the coordinator, such as queue runners out of input, ends a
