@@ -6,6 +6,8 @@ Horovod's TF1 recipes as its examples write them (examples/tensorflow/
 tensorflow_mnist.py and the estimator example, ported to tf.compat.v1, synthetic
 data): `hvd.DistributedOptimizer`, `hvd.BroadcastGlobalVariablesHook(0)`,
 checkpoints on rank 0 only, the learning rate scaled by the number of ranks.
+On TF >= 2.16, where Horovod 0.28.1 has no BroadcastGlobalVariablesHook, a hook
+of the script's own does its work (broadcast_hook; docs/distributed.md).
 
 IMPL: 'tf' (tf.compat.v1.train), 'fastmts' (fastmts.MonitoredTrainingSession)
 or 'patched' (the stock code after fastmts.patch()).
@@ -100,6 +102,26 @@ def _model(tf, hvd, image, label):
   return loss, opt.minimize(loss, global_step=global_step)
 
 
+def broadcast_hook(tf, hvd):
+  """hvd.BroadcastGlobalVariablesHook(0), or where Horovod 0.28.1 does not
+  define it (TF >= 2.16: it subclasses tf.estimator.SessionRunHook or
+  tf.train.SessionRunHook, neither of which exists there) the same hook
+  written on tf.compat.v1.train.SessionRunHook, as docs/distributed.md tells
+  users to. (hook, 'horovod' or 'own')."""
+  if hasattr(hvd, 'BroadcastGlobalVariablesHook'):
+    return hvd.BroadcastGlobalVariablesHook(0), 'horovod'
+
+  class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
+
+    def begin(self):
+      self.bcast_op = hvd.broadcast_global_variables(0)
+
+    def after_create_session(self, session, coord):
+      session.run(self.bcast_op)
+
+  return BroadcastGlobalVariablesHook(), 'own'
+
+
 def _variables(tf, session):
   """Every global variable's value by name, lists of floats."""
   variables = tf.compat.v1.global_variables()
@@ -127,7 +149,8 @@ def _train(tf, hvd, impl, model_dir, last_step, result, key, steps_fn):
     label = tf.compat.v1.placeholder(tf.int64, [None], name='label')
     loss, train_op = _model(tf, hvd, image, label)
     global_step = tf.compat.v1.train.get_global_step()
-    hooks = [hvd.BroadcastGlobalVariablesHook(0),
+    broadcast, result['broadcast_hook'] = broadcast_hook(tf, hvd)
+    hooks = [broadcast,
              tf.compat.v1.train.StopAtStepHook(last_step=last_step),
              tf.compat.v1.train.LoggingTensorHook(
                  tensors={'step': global_step, 'loss': loss}, every_n_iter=2),
@@ -224,8 +247,8 @@ def _estimator(tf, hvd, impl, impl_name, root, result):
       model_fn=model_fn, model_dir=os.path.join(root, 'model') if hvd.rank() == 0 else None,
       config=estimator.RunConfig(session_config=config, save_checkpoints_steps=2,
                                  save_summary_steps=2, log_step_count_steps=2))
-  est.train(input_fn=train_input_fn, steps=LAST_STEP,
-            hooks=[hvd.BroadcastGlobalVariablesHook(0)])
+  broadcast, result['broadcast_hook'] = broadcast_hook(tf, hvd)
+  est.train(input_fn=train_input_fn, steps=LAST_STEP, hooks=[broadcast])
   result['run_end'] = {name: est.get_variable_value(name).tolist()
                        for name in est.get_variable_names()}
   result['session'] = result.get('session_coordinator')
