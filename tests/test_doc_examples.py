@@ -1,8 +1,9 @@
 """Every code example in python/fastmts's docstrings runs here, or says what checks it.
 
 The rules (docs/design.md, "Commands in these documents"): a code example is a run of
-lines in a module, class or function docstring indented at least 4 columns more than
-the docstring's text, after a blank line (Markdown's indented block). Each is either
+lines in a module, class or function docstring of python/fastmts (.py and .pyi) indented
+at least 4 columns more than the docstring's text, after a blank line (Markdown's indented
+block), or a block fenced by ``` lines, or a run of `>>>` lines. Each is either
 
 - run here: HARNESSES has an entry for it (the module's dotted name, with the class or
   function's qualified name for theirs; `#2` for a docstring's second example). The
@@ -89,21 +90,32 @@ def _mark(source):
 
 
 def _blocks(doc, text_indent):
-  """(line offset in the docstring, dedented text) of each indented block of `doc`."""
+  """(line offset in the docstring, dedented text) of each block of `doc`: indented 4
+  past the text after a blank line, fenced by ``` lines, or a run of `>>>` lines."""
   lines = doc.split('\n')
   found, i = [], 1  # line 0 is on the opening quotes: the summary, never a block
   while i < len(lines):
-    if (lines[i].strip() and _indent(lines[i]) >= text_indent + 4
-        and not lines[i - 1].strip()):
+    stripped = lines[i].strip()
+    if stripped.startswith('```'):  # to the closing fence, both fences left out
+      j = i + 1
+      while j < len(lines) and not lines[j].strip().startswith('```'):
+        j += 1
+      start, end, i = i + 1, j, j + 1
+    elif stripped.startswith('>>>'):  # to the next blank line
+      j = i
+      while j < len(lines) and lines[j].strip():
+        j += 1
+      start, end, i = i, j, j
+    elif stripped and _indent(lines[i]) >= text_indent + 4 and not lines[i - 1].strip():
       j = i
       while j < len(lines) and (not lines[j].strip() or
                                 _indent(lines[j]) >= text_indent + 4):
         j += 1
-      body = '\n'.join(lines[i:j]).rstrip()
-      found.append((i, textwrap.dedent(body) + '\n'))
-      i = j
+      start, end, i = i, j, j
     else:
       i += 1
+      continue
+    found.append((start, textwrap.dedent('\n'.join(lines[start:end]).rstrip()) + '\n'))
   return found
 
 
@@ -135,7 +147,7 @@ def find_examples(text, module, path):
 
 def _package_examples():
   examples = []
-  for path in sorted(PACKAGE.rglob('*.py')):
+  for path in sorted(PACKAGE.rglob('*.py')) + sorted(PACKAGE.rglob('*.pyi')):
     parts = path.relative_to(PACKAGE.parent).with_suffix('').parts
     module = '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
     examples += find_examples(path.read_text(), module, path.relative_to(ROOT).as_posix())
@@ -386,6 +398,8 @@ _MADE_UP_MODULE = '''\
 
 class Thing:
   """A class.
+  >>> Thing()
+  <Thing>
 
   Args:
     x: its argument, indented in an Args section,
@@ -402,6 +416,10 @@ class Thing:
 
         other()
         # not-run: a fragment, checked by nothing
+
+    ```python
+    fenced()
+    ```
     """
 '''
 
@@ -410,16 +428,19 @@ def test_the_finder_holds_a_new_example_to_the_rules():
   found = find_examples(_MADE_UP_MODULE, 'm', 'm.py')
   assert [(e.key, e.line, e.source, e.mark) for e in found] == [
       ('m', 3, 'run_me()          # an example: unmarked\n', None),
-      ('m.Thing.method', 18, 'self.method()\n# not-run: tests/test_doc_examples.py runs '
+      ('m.Thing', 9, '>>> Thing()\n<Thing>\n', None),
+      ('m.Thing.method', 20, 'self.method()\n# not-run: tests/test_doc_examples.py runs '
        'nothing like it\n', 'tests/test_doc_examples.py runs nothing like it'),
-      ('m.Thing.method#2', 23, 'other()\n# not-run: a fragment, checked by nothing\n',
+      ('m.Thing.method#2', 25, 'other()\n# not-run: a fragment, checked by nothing\n',
        'a fragment, checked by nothing'),
+      ('m.Thing.method#3', 29, 'fenced()\n', None),
   ]
   problems = [p for e in found for p in _rule_problems(e, {'m.Thing.method': None})]
-  assert len(problems) == 3, problems
-  assert 'a docstring example is run by' in problems[0]
-  assert 'marked not-run, and HARNESSES runs it' in problems[1]
-  assert 'names no test' in problems[2]
+  rule = r'\((m[\w.#]*)\): (a docstring example|marked not-run|`# not-run:` names no test)'
+  assert [re.search(rule, p).groups() for p in problems] == [
+      ('m', 'a docstring example'), ('m.Thing', 'a docstring example'),
+      ('m.Thing.method', 'marked not-run'), ('m.Thing.method#2', '`# not-run:` names no test'),
+      ('m.Thing.method#3', 'a docstring example')]
 
 
 # ---- running ----------------------------------------------------------------------------
