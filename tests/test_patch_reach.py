@@ -104,6 +104,19 @@ def test_unpatch_restores_modules_imported_while_patched(fastmts):
   assert late.MonitoredSession is _stock()['MonitoredSession']
 
 
+def test_unpatch_without_patch_is_a_no_op(fastmts):
+  """unpatch() when nothing is patched (never, or undone already) changes
+  nothing and raises nothing, as its docstring says."""
+  before = _stock()
+  fastmts.unpatch()
+  fastmts.patch()
+  fastmts.unpatch()
+  fastmts.unpatch()
+  assert not fastmts.is_patched()
+  assert _stock() == before
+  assert tf.compat.v1.train.MonitoredSession is before['MonitoredSession']
+
+
 # ---------------------------------------------------------------------------
 # tf_slim: training.train, then evaluation.evaluate_once, stock and patched
 # ---------------------------------------------------------------------------

@@ -109,6 +109,8 @@ def unpatch():
   TF and the estimator loaded since included (no-op if not patched)."""
   import fastmts  # pylint: disable=g-import-not-at-top
   with _lock:
+    if not _originals:  # never patched, or unpatched already
+      return
     for module, module_class in _swapped.values():
       module.__class__ = module_class
     _swapped.clear()
