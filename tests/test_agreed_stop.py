@@ -9,7 +9,8 @@ ranks on a loopback cluster with TF's collective ops (tests/agreed_stop_rank.py)
 2 and 3 processes: a StopAtStepHook on one rank only, and SIGTERMs to a random
 rank at a random moment (FASTMTS_AGREED_STOP_TRIALS trials, 2 by default;
 docs/distributed.md gives the 20-trial run). Horovod's engine, where Horovod is
-importable, runs the same rank script under horovodrun.
+importable, runs the same rank script under horovodrun (test_horovod_*: .ci/horovod
+runs them, -k horovod, on TF 2.15 and 2.21).
 """
 import json
 import os
