@@ -85,8 +85,7 @@ def agreed_stop_names():
   ckpt = opts['checkpoint_dir'] if rank == 0 else None
   session_args = dict(master=server.target, config=config, is_chief=True,
                       checkpoint_dir=ckpt, save_checkpoint_secs=None,
-                      save_summaries_steps=None, log_step_count_steps=None,
-                      preemption=True)
+                      save_summaries_steps=None, log_step_count_steps=None)
   return ckpt, {'engine': fastmts.CollectiveEngine(ranks, device=device),
                 'train_op': train_op, 'session_args': session_args}
 

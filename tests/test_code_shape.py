@@ -8,7 +8,8 @@ classes, and where the preemption feature may be named.
   _internal/session_preemption.py), its hook's entry in the native-runner registry,
   the session's ownership of them (monitored_session.py) and the public
   names (__init__.py); TF's own message texts quoted as string literals
-  do not count.
+  do not count, nor does a docstring's `preemption=True` (the public
+  argument, which an example that promises a signal's exit code must show).
 (No TF version comparison outside _tensorflow.py: test_tensorflow_releases.py.)
 """
 
@@ -124,7 +125,8 @@ def cpp_over_limit(text, where='<text>'):
 
 def preemption_mentions(text, where='<text>'):
   """'where:line' of each name, comment or docstring saying "preemption"
-  (string literals that are not docstrings are other programs' texts)."""
+  (string literals that are not docstrings are other programs' texts; in a
+  docstring, the public argument `preemption=True` is not counted)."""
   docstrings = set()
   for node in ast.walk(ast.parse(text)):
     if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -136,7 +138,10 @@ def preemption_mentions(text, where='<text>'):
   for tok in tokenize.generate_tokens(io.StringIO(text).readline):
     counted = tok.type in (tokenize.NAME, tokenize.COMMENT) or (
         tok.type == tokenize.STRING and tok.start[0] in docstrings)
-    if counted and 'preemption' in tok.string.lower():
+    said = tok.string.lower()
+    if tok.type == tokenize.STRING:
+      said = said.replace('preemption=true', '')
+    if counted and 'preemption' in said:
       found.append('%s:%d' % (where, tok.start[0]))
   return found
 
@@ -191,3 +196,6 @@ def test_the_preemption_check_reads_names_comments_and_docstrings():
           "MESSAGE = 'This may be due to a preemption in a connected worker'\n"
           'x = 1  # a Preemption record\n')
   assert preemption_mentions(text, 'm.py') == ['m.py:1', 'm.py:2', 'm.py:4']
+  example = '"""Example:\n\n    MonitoredTrainingSession(..., preemption=True)\n"""\n'
+  assert not preemption_mentions(example)
+  assert preemption_mentions(example.replace('=True', '=True, about preemption'))

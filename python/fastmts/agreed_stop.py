@@ -1,20 +1,20 @@
 """Opt-in: a stop every rank of a data-parallel job agrees on.
 
-    with fastmts.MonitoredTrainingSession(..., agreed_stop=fastmts.AgreedStop('horovod')) as sess:
+    agreed = fastmts.AgreedStop('horovod')
+    with fastmts.MonitoredTrainingSession(..., preemption=True, agreed_stop=agreed) as sess:
       while not sess.should_stop():
         sess.run(train_op)
     sys.exit(sess.agreed_stop.exit_code if sess.agreed_stop else 0)  # 0, or 128 + a rank's signal
 
 `...` is the session's other arguments. A signal is a rank's wish to stop
-only where the session handles it: with its SIGTERM option on among them
-(as in docs/distributed.md's example), a SIGTERM to any rank stops every
-rank after the same step and every rank exits 143; without it the signal kills
-that rank, as it kills a stock TF process, and the others' next collective
-fails. (sess.agreed_stop is None only if the ranks did not agree: a stop
-requested on the coordinator, such as queue runners out of input, ends a
-rank at once.) tests/test_doc_examples.py runs this example on two ranks
-with TF's collective ops: CollectiveEngine in place of 'horovod', `...` the
-ranks' servers and the SIGTERM option; a SIGTERM to one, both exit 143.
+only where the session handles it: with `preemption=True`, a SIGTERM to any
+rank stops every rank after the same step and every rank exits 143; without
+it the signal kills that rank, as it kills a stock TF process, and the
+others' next collective fails. (sess.agreed_stop is None only if the ranks
+did not agree: a stop requested on the coordinator, such as queue runners
+out of input, ends a rank at once.) tests/test_doc_examples.py runs this
+example on two ranks with TF's collective ops: CollectiveEngine in place of
+'horovod', `...` the ranks' servers; a SIGTERM to one, both exit 143.
 
 Ranks that step in lockstep through a collective (Horovod's allreduce, TF's
 collective ops) must stop at the same step: a rank that leaves alone makes
