@@ -253,7 +253,7 @@ RunHandler FakeGraph::handler() {
       }
       outputs[i] = make();
     }
-    if (call.runs_target(train_op)) global_step.fetch_add(1);
+    if (call.runs_target(train_op)) global_step.fetch_add(step_increment.load());
   };
 }
 

@@ -83,6 +83,7 @@ class FakeTf {
 // An unknown fetch fails the run with INVALID_ARGUMENT.
 struct FakeGraph {
   std::atomic<int64_t> global_step{0};
+  std::atomic<int64_t> step_increment{1};  // what one train_op run adds
   TF_Output step = fake_output(1);
   TF_Operation* train_op = fake_op(2);
   std::mutex mu;
@@ -93,6 +94,12 @@ struct FakeGraph {
     values[o.oper] = std::move(make);
   }
   RunHandler handler();
+  // Whether `call` is a hook's own read of the global step (TF's "fresh
+  // read": session.run(global_step), in the calling thread).
+  bool is_fresh_read(const RunCall& call) const {
+    return call.targets.empty() && call.fetches.size() == 1 && same_output(call.fetches[0], step) &&
+           call.run_options == kRunInCallerThread;
+  }
 };
 
 // The caller's usual training step: run train_op, fetch nothing.
