@@ -100,7 +100,9 @@ TEST(CoordinatorTest, AStopWakesEveryWaitingThread) {
   for (auto& w : waits) {
     const bool woke = w.wait_until(deadline) == std::future_status::ready;
     EXPECT_TRUE(woke) << "a waiter was not woken";
-    if (woke) EXPECT_TRUE(w.get());
+    if (woke) {
+      EXPECT_TRUE(w.get());
+    }
   }
 }
 

@@ -263,6 +263,12 @@ RunRequest train_step(const FakeGraph& graph) {
   return request;
 }
 
+RunRequest idle_step() {
+  RunRequest request;
+  request.plan = make_plan({}, {fake_op(3)});
+  return request;
+}
+
 PlanPtr make_plan(std::vector<TF_Output> fetches, std::vector<TF_Operation*> targets) {
   auto plan = std::make_shared<RunPlan>();
   plan->fetches = std::move(fetches);

@@ -104,6 +104,8 @@ struct FakeGraph {
 
 // The caller's usual training step: run train_op, fetch nothing.
 RunRequest train_step(const FakeGraph& graph);
+// A step that runs an op other than train_op: the global step stays.
+RunRequest idle_step();
 // A plan fetching `fetches` and running `targets`.
 PlanPtr make_plan(std::vector<TF_Output> fetches, std::vector<TF_Operation*> targets = {});
 

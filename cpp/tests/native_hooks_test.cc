@@ -107,7 +107,7 @@ TEST_F(NativeHooksTest, StopAtStepStopsOnlyWhenTheFreshReadReachesTheLastStep) {
   EXPECT_EQ(fake_.call_count(), 0u);  // last_step given: no read at creation
   graph_.global_step = 1;
   // A step that runs no train op: stale 1 + 1 reaches 2, the fresh read (1) does not.
-  session->run(RunRequest{make_plan({}, {testing::fake_op(3)})}, false, nullptr);
+  session->run(testing::idle_step(), false, nullptr);
   EXPECT_FALSE(session->stop_requested());
   session->run(train_step(graph_), false, nullptr);  // 1 -> 2
   EXPECT_TRUE(session->stop_requested());
@@ -165,7 +165,7 @@ TEST_F(NativeHooksTest, CheckpointSaverStaysShutWhenTheFreshStepDoesNotTrigger) 
   auto session = session_of({make_saver(f, graph_, 1, 1)});
   // Runs that do not move the step: stale 0 + 1 triggers, the fresh 0 does not.
   for (int i = 0; i < 3; ++i)
-    session->run(RunRequest{make_plan({}, {testing::fake_op(3)})}, false, nullptr);
+    session->run(testing::idle_step(), false, nullptr);
   EXPECT_TRUE(f.saves.empty());
   EXPECT_EQ(fresh_reads(fake_.calls()), 3);
   session->run(train_step(graph_), false, nullptr);
@@ -321,8 +321,7 @@ TEST_F(NativeHooksTest, ProfilerTracesItsDueStepsButNotItsFirst) {
 
 // NanTensorHook -------------------------------------------------------------
 
-std::shared_ptr<NanTensorHook> nan_hook(FakeGraph& graph, TF_Output loss, bool fail,
-                                        int* nans) {
+std::shared_ptr<NanTensorHook> nan_hook(TF_Output loss, bool fail, int* nans) {
   NanTensorHook::Config config;
   config.loss = loss;
   config.fail_on_nan_loss = fail;
@@ -341,14 +340,14 @@ TEST_F(NativeHooksTest, NanLossStopsOrRaises) {
                                     : 0.5f);
   });
   int nans = 0;
-  auto session = session_of({nan_hook(graph_, loss, /*fail=*/false, &nans)});
+  auto session = session_of({nan_hook(loss, /*fail=*/false, &nans)});
   RunResult last;
   EXPECT_EQ(session->run_loop(train_step(graph_), LoopControl(), &last), 3);
   EXPECT_EQ(nans, 1);
 
   graph_.global_step = 0;
   nans = 0;
-  auto failing = session_of({nan_hook(graph_, loss, /*fail=*/true, &nans)});
+  auto failing = session_of({nan_hook(loss, /*fail=*/true, &nans)});
   steps(*failing, 2);
   EXPECT_THROW(failing->run(train_step(graph_), false, nullptr), std::runtime_error);
   EXPECT_EQ(nans, 1);

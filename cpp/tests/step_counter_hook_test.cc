@@ -155,7 +155,9 @@ TEST_F(StepCounterHookTest, InALoopRatesWaitForTheFlushAsOneBatch) {
   // Unless the loop itself took kMaxRecordDelay (a stalled machine), nothing
   // was handed over during it.
   const size_t during = records_.size();
-  if (loop_secs < StepCounterHook::kMaxRecordDelay) EXPECT_EQ(during, 0u);
+  if (loop_secs < StepCounterHook::kMaxRecordDelay) {
+    EXPECT_EQ(during, 0u);
+  }
   session.flush_deferred();
   std::vector<Rate> all;
   for (const Record& r : records_) all.insert(all.end(), r.rates.begin(), r.rates.end());
@@ -207,7 +209,7 @@ TEST_F(StepCounterHookTest, AStuckStepRunsTFsAfterRunAtMostFiveTimes) {
   auto hook = make_hook(1);
   HookedSession session({hook});
   session.attach(testing::fake_session());
-  const RunRequest no_train{testing::make_plan({}, {testing::fake_op(3)})};
+  const RunRequest no_train = testing::idle_step();
   for (int i = 0; i < 10; ++i) session.run(no_train, false, nullptr);
   EXPECT_EQ(stuck_, (std::vector<int64_t>(5, 0)));
   // The first step fired the timer (at 0); a step that stays has no rate.
@@ -221,7 +223,7 @@ TEST_F(StepCounterHookTest, TFsAfterRunOnAStuckStepMayStop) {
   auto hook = make_hook(1);
   HookedSession session({hook});
   session.attach(testing::fake_session());
-  const RunRequest no_train{testing::make_plan({}, {testing::fake_op(3)})};
+  const RunRequest no_train = testing::idle_step();
   session.run(no_train, false, nullptr);
   EXPECT_FALSE(session.stop_requested());
   session.run(no_train, false, nullptr);
