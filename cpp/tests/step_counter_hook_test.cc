@@ -8,20 +8,30 @@
 // loop's caller flushes, at end(), when another hook postpones work
 // (PostponedWork: so Python sees all hooks' work in TF's order), and once
 // the first waiting rate is StepCounterHook::kMaxRecordDelay old --
-// otherwise at once. `record` stands in for TF's _log_and_record; the wall
-// clock is the test's. TF_SessionRun is a fake (tests/fake_tf.h).
+// otherwise at once. With a native SummaryWriter the rates are written to
+// the event file natively, unless TF's INFO line would be printed or no time
+// passed (then TF's own code does it). `record` stands in for TF's
+// _log_and_record; the wall clock is the test's. TF_SessionRun is a fake
+// (tests/fake_tf.h).
 #include "core/native_hooks.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/file_formats/event_file.h"
+#include "core/file_formats/event_writer.h"
+#include "core/file_formats/summary_writer.h"
 #include "core/timers.h"
 #include "tests/fake_tf.h"
+#include "tests/test_bytes.h"
 
 namespace fastmts {
 namespace {
@@ -62,7 +72,33 @@ class StepCounterHookTest : public ::testing::Test {
     set_wall_clock([this] { return now_; });
     fake_.set_run(graph_.handler());
   }
-  void TearDown() override { set_wall_clock(nullptr); }
+  void TearDown() override {
+    if (events_) events_->close();
+    for (const std::string& name : files_) unlink(name.c_str());
+    if (!dir_.empty()) rmdir(dir_.c_str());
+    set_wall_clock(nullptr);
+  }
+
+  // A native summary writer whose event files go to a fresh directory, each
+  // starting with the record "first".
+  std::shared_ptr<SummaryWriter> native_writer() {
+    char dir[] = "/tmp/fastmts_step_counter_XXXXXX";
+    EXPECT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    events_ = std::make_shared<EventWriter>("", 10, 120, 0, [this]() -> std::optional<std::string> {
+      std::string name = dir_ + "/events." + std::to_string(files_.size());
+      std::ofstream(name, std::ios::binary) << tfrecord("first");
+      files_.push_back(name);
+      return name;
+    });
+    return std::make_shared<SummaryWriter>(events_, std::make_shared<SeenSummaryTags>());
+  }
+  // What the native writer wrote after its first record.
+  std::string written() {
+    events_->flush();
+    if (files_.empty()) return "";
+    return testing::read_file(files_.back()).substr(tfrecord("first").size());
+  }
 
   // A hook firing every `every` steps whose records (and stuck steps) the test keeps.
   std::shared_ptr<StepCounterHook> make_hook(double every, int64_t steps_per_run = 1) {
@@ -105,7 +141,16 @@ class StepCounterHookTest : public ::testing::Test {
   std::vector<int64_t> stuck_;
   std::vector<std::string> log_;
   bool stop_when_stuck_ = false;
+  std::string dir_;
+  std::vector<std::string> files_;  // written by the writer thread only
+  std::shared_ptr<EventWriter> events_;
 };
+
+// A global_step/sec record as TF's _log_and_record writes it.
+std::string rate_record(double wall_time, int64_t step, float per_sec) {
+  return tfrecord(event_bytes(wall_time, step, EventWhat::kSummary,
+                              simple_value_summary("global_step/sec", per_sec)));
+}
 
 TEST_F(StepCounterHookTest, EachFiringRecordsTheStepsAndSecondsSinceThePrevious) {
   auto hook = make_hook(3);
@@ -263,6 +308,42 @@ TEST_F(StepCounterHookTest, PostponedWorkOfTwoHooksReachesPythonInTFsOrder) {
                       "other flushed", "record 1", "other postponed",  // step 2
                       "other flushed", "record 1", "other postponed",  // step 3
                       "other flushed"}));
+}
+
+TEST_F(StepCounterHookTest, WithANativeWriterTheRatesAreWrittenWithoutPython) {
+  auto hook = make_hook(3);
+  hook->set_summary_writer(native_writer(), "global_step/sec", InfoEnabledCheck{[] { return false; }});
+  HookedSession session({hook});
+  session.attach(testing::fake_session());
+  for (int step = 1; step <= 8; ++step) {
+    now_ = 100.0 + 0.5 * step;
+    session.run(train_step(graph_), false, nullptr);
+  }
+  session.flush_deferred();
+  EXPECT_TRUE(records_.empty());  // TF's _log_and_record never ran
+  // 3 steps in 1.5 s at the fresh steps 4 and 7, stamped with the clock then.
+  EXPECT_EQ(written(), rate_record(102.0, 4, 2.0f) + rate_record(103.5, 7, 2.0f));
+  EXPECT_EQ(hook->timer().last_step(), 7);
+}
+
+TEST_F(StepCounterHookTest, TFsLogLineOrAZeroTimeLeavesTheRecordToPython) {
+  bool info_logged = true;
+  auto hook = make_hook(1);
+  hook->set_summary_writer(native_writer(), "global_step/sec",
+                           InfoEnabledCheck{[&] { return info_logged; }});
+  HookedSession session({hook});
+  session.attach(testing::fake_session());
+  session.run(train_step(graph_), false, nullptr);  // the first firing: nothing to write
+  EXPECT_TRUE(records_.empty());
+  now_ += 2.0;
+  session.run(train_step(graph_), false, nullptr);  // TF would print INFO: its own record
+  ASSERT_EQ(records_.size(), 1u);
+  EXPECT_TRUE(same_rates(records_[0].rates, {{1, 2.0, 2, 102.0}})) << show(records_[0].rates);
+  info_logged = false;
+  session.run(train_step(graph_), false, nullptr);  // no time passed: TF divides by zero
+  ASSERT_EQ(records_.size(), 2u);
+  EXPECT_TRUE(same_rates(records_[1].rates, {{1, 0.0, 3, 102.0}})) << show(records_[1].rates);
+  EXPECT_EQ(written(), "");
 }
 
 }  // namespace
