@@ -96,9 +96,14 @@ void session_run(TF_Session* session, const TF_Buffer* run_options, const TF_Out
   call.inputs.assign(inputs, inputs + ninputs);
   for (int i = 0; i < ninputs; ++i) {
     const TF_Tensor* v = input_values[i];
-    call.input_scalars.push_back(v && tensor_type(v) == TF_INT64 && num_dims(v) == 0
-                                     ? FakeTf::as_int64(v)
-                                     : 0);
+    int64_t value = 0;
+    if (v && num_dims(v) == 0 && tensor_type(v) == TF_INT64) value = FakeTf::as_int64(v);
+    if (v && num_dims(v) == 0 && tensor_type(v) == TF_INT32) {
+      int32_t narrow;
+      std::memcpy(&narrow, tensor_data(v), sizeof narrow);
+      value = narrow;
+    }
+    call.input_scalars.push_back(value);
   }
   call.fetches.assign(outputs, outputs + noutputs);
   for (int i = 0; i < ntargets; ++i)
@@ -207,17 +212,17 @@ void FakeTf::set_run_metadata(std::string bytes) {
   g_state->run_metadata = std::move(bytes);
 }
 
-TF_Tensor* FakeTf::int64_scalar(int64_t value) {
-  TF_Tensor* t = allocate_tensor(TF_INT64, nullptr, 0, sizeof value);
-  std::memcpy(tensor_data(t), &value, sizeof value);
+namespace {
+TF_Tensor* scalar(TF_DataType dtype, const void* value, size_t size) {
+  TF_Tensor* t = allocate_tensor(dtype, nullptr, 0, size);
+  std::memcpy(tensor_data(t), value, size);
   return t;
 }
+}  // namespace
 
-TF_Tensor* FakeTf::float_scalar(float value) {
-  TF_Tensor* t = allocate_tensor(TF_FLOAT, nullptr, 0, sizeof value);
-  std::memcpy(tensor_data(t), &value, sizeof value);
-  return t;
-}
+TF_Tensor* FakeTf::int64_scalar(int64_t value) { return scalar(TF_INT64, &value, sizeof value); }
+TF_Tensor* FakeTf::int32_scalar(int32_t value) { return scalar(TF_INT32, &value, sizeof value); }
+TF_Tensor* FakeTf::float_scalar(float value) { return scalar(TF_FLOAT, &value, sizeof value); }
 
 int64_t FakeTf::as_int64(const TF_Tensor* t) {
   if (tensor_type(t) != TF_INT64) throw std::logic_error("FakeTf: not an int64 tensor");

@@ -40,7 +40,7 @@ struct RunCall {
   std::string run_options;  // serialized RunOptions ("" when none given)
   bool want_metadata = false;
   std::vector<TF_Output> inputs;
-  std::vector<int64_t> input_scalars;  // each fed value read as an int64 scalar (0 if not one)
+  std::vector<int64_t> input_scalars;  // each fed int32 or int64 scalar's value (0 if not one)
   std::vector<TF_Output> fetches;
   std::vector<TF_Operation*> targets;
 
@@ -73,6 +73,7 @@ class FakeTf {
   void set_run_metadata(std::string bytes);
 
   static TF_Tensor* int64_scalar(int64_t value);
+  static TF_Tensor* int32_scalar(int32_t value);
   static TF_Tensor* float_scalar(float value);
   static int64_t as_int64(const TF_Tensor* t);  // an int64 scalar's value
   static void fail(TF_Status* status, int code, const std::string& message);
