@@ -101,6 +101,16 @@ def test_docs_exist():
           'docs/distributed.md'} <= names
 
 
+# A newcomer reads the README whole: what does not fit goes to docs/.
+README_MAX_LINES = 170
+
+
+def test_readme_is_short():
+  lines = (ROOT / 'README.md').read_text().count('\n')
+  assert lines <= README_MAX_LINES, 'README.md has %d lines (at most %d)' % (
+      lines, README_MAX_LINES)
+
+
 @pytest.mark.parametrize('block', BLOCKS, ids=_id)
 def test_every_block_is_marked(block):
   assert block.lang, '%s: a fenced block must name its language (text for output)' % block.where
