@@ -51,13 +51,7 @@ def event(name, **kw):
 def collective_setup():
   """(rank, ranks, master, config, engine, allreduce) of a loopback cluster."""
   from tensorflow.python.ops import collective_ops  # pylint: disable=g-import-not-at-top
-  spec = json.loads(args.cluster)
-  ranks, rank = len(spec['worker']), args.task_index
-  config = tf1.ConfigProto()
-  config.experimental.collective_group_leader = '/job:worker/replica:0/task:0'
-  server = tf.distribute.Server(tf.train.ClusterSpec(spec), job_name='worker',
-                                task_index=rank, config=config)
-  device = '/job:worker/task:%d/device:CPU:0' % rank
+  rank, ranks, server, config, device = cluster_utils.collective_worker(args)
   engine = fastmts.CollectiveEngine(ranks, device=device)
 
   def allreduce(t):

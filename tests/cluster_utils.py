@@ -267,6 +267,21 @@ def worker_args(argv=None):
   return args
 
 
+def collective_worker(args):
+  """This worker's part of a between-graph cluster of workers only, with TF's
+  collective ops led by worker 0 (`args` from worker_args()): (rank, ranks,
+  server, config, device), the server started and `config` the one every
+  session of the worker must use."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  spec = json.loads(args.cluster)
+  ranks, rank = len(spec['worker']), args.task_index
+  config = tf.compat.v1.ConfigProto()
+  config.experimental.collective_group_leader = '/job:worker/replica:0/task:0'
+  server = tf.distribute.Server(tf.train.ClusterSpec(spec), job_name='worker',
+                                task_index=rank, config=config)
+  return rank, ranks, server, config, '/job:worker/task:%d/device:CPU:0' % rank
+
+
 def free_ports(n):
   """``n`` distinct TCP ports that were free a moment ago (bound to port 0)."""
   socks, ports = [], []

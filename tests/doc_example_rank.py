@@ -71,13 +71,7 @@ def preemption_names():
 
 def agreed_stop_names():
   from tensorflow.python.ops import collective_ops  # pylint: disable=g-import-not-at-top
-  spec = json.loads(args.cluster)
-  ranks, rank = len(spec['worker']), args.task_index
-  config = tf1.ConfigProto()
-  config.experimental.collective_group_leader = '/job:worker/replica:0/task:0'
-  server = tf.distribute.Server(tf.train.ClusterSpec(spec), job_name='worker',
-                                task_index=rank, config=config)
-  device = '/job:worker/task:%d/device:CPU:0' % rank
+  rank, ranks, server, config, device = cluster_utils.collective_worker(args)
   with tf1.device(device):
     w = tf1.get_variable('w', [], tf.float32, tf1.zeros_initializer())
     mean = collective_ops.all_reduce(tf.constant(1.0), ranks, 101, 101, 'Add', 'Div')
