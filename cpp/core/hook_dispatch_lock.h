@@ -12,14 +12,24 @@
 // finish.
 //
 // Its own lock rather than std::recursive_mutex, because every step takes it
-// twice: uncontended, a round is one compare-and-swap to take it and one
-// exchange to give it back, and a thread waits on a condition variable only
-// when another holds it. pthread's recursive mutex cost 140 instructions a
-// step; with this lock fastmts's own instructions a step on trivial/full
+// twice: uncontended, a round is one compare-and-swap to take it and a plain
+// release store to give it back, and a thread waits on a condition variable
+// only when another holds it. pthread's recursive mutex cost 140 instructions
+// a step; with this lock fastmts's own instructions a step on trivial/full
 // fell from 5,454 to 5,356 (callgrind, bench/instructions.py).
+//
+// Giving it back is a plain store, not a locked exchange (~20 cycles each
+// on x86, twice a step), until a thread has had to wait: a waiter counts
+// itself, then looks at the owner; an unlock stores the owner, then looks at
+// the count. Without a full barrier between that store and that load, both
+// can miss the other (a lost wakeup), so from the first wait on, the lock is
+// `contended_` and every unlock puts the barrier in. The one unlock that may
+// race the first waiter's flag can still miss it: waiters look again every
+// kRecheck, which bounds that one delay.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -52,6 +62,8 @@ class HookDispatchLock {
   };
 
  private:
+  static constexpr std::chrono::microseconds kRecheck{200};
+
   bool try_lock() {
     const std::thread::id me = std::this_thread::get_id();
     // Only this thread ever stores its own id here, so seeing it means it
@@ -61,8 +73,10 @@ class HookDispatchLock {
       return true;
     }
     std::thread::id none;
-    if (!owner_.compare_exchange_strong(none, me, std::memory_order_seq_cst,
-                                        std::memory_order_seq_cst))
+    // Acquire: what the previous owner's hooks wrote (their state, released
+    // by its unlock) is seen by this one's (aarch64 is weakly ordered).
+    if (!owner_.compare_exchange_strong(none, me, std::memory_order_acquire,
+                                        std::memory_order_relaxed))
       return false;
     depth_ = 1;
     return true;
@@ -70,18 +84,21 @@ class HookDispatchLock {
 
   void wait_and_lock() {
     std::unique_lock<std::mutex> lock(wait_mu_);
-    // Counted before the owner is looked at again (all seq_cst, as unlock's
-    // exchange and load): an unlock either sees this waiter and notifies it
+    contended_.store(true, std::memory_order_seq_cst);
+    // Counted before the owner is looked at again (seq_cst, as a contended
+    // unlock's barrier): that unlock either sees this waiter and notifies it
     // under wait_mu_, or comes before the look, which then finds it free.
     waiters_.fetch_add(1, std::memory_order_seq_cst);
-    while (!try_lock()) wakeup_.wait(lock);
+    while (!try_lock()) wakeup_.wait_for(lock, kRecheck);
     waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   void unlock() {
     if (--depth_ > 0) return;
-    owner_.exchange(std::thread::id(), std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_seq_cst) != 0) {
+    owner_.store(std::thread::id(), std::memory_order_release);
+    if (!contended_.load(std::memory_order_relaxed)) return;  // no thread ever waited
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_relaxed) != 0) {
       std::lock_guard<std::mutex> lock(wait_mu_);
       wakeup_.notify_one();
     }
@@ -89,6 +106,7 @@ class HookDispatchLock {
 
   std::atomic<std::thread::id> owner_{std::thread::id()};
   int depth_ = 0;  // the owner's nesting; only the owner touches it
+  std::atomic<bool> contended_{false};  // a thread has waited: unlocks fence
   std::atomic<int> waiters_{0};
   std::mutex wait_mu_;
   std::condition_variable wakeup_;
