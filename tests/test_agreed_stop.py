@@ -237,7 +237,7 @@ def test_off_adds_nothing_to_the_graph_or_the_hooks():
   ops, hooks, sess = session_of(fastmts, agreed_stop=None)
   assert (ops, hooks) == (tf_ops, tf_hooks)
   assert sess.agreed_stop is None
-  assert sess._coordinated_creator.hooked.agreement is None  # pylint: disable=protected-access
+  assert sess._hooked.agreement is None  # pylint: disable=protected-access
   on_ops, _, _ = session_of(fastmts, agreed_stop=fastmts.AgreedStop(
       fastmts.CollectiveEngine(1)))
   assert [o for o in on_ops if o not in ops] and all(

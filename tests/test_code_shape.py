@@ -35,7 +35,12 @@ _PREEMPTION_OWNERS = {
     'monitored_session.py',  # the session's ownership of both
     'basic_session_run_hooks.py',  # the hook's entry in the native-runner registry
     '__init__.py',  # the public names
+    'session_options.py',  # the option's value, checked and documented
 }
+
+# In the native code, only the agreed stop says what a rank's wish may be
+# (a preemption signal's exit code); the signal watch knows signals only.
+_NATIVE_PREEMPTION_OWNERS = {'core/agreed_stop.h'}
 
 
 def _package_files():
@@ -188,6 +193,27 @@ def test_preemption_is_named_only_by_its_policy_hook_and_owner(path):
     pytest.skip('%s owns the preemption feature' % path.relative_to(PACKAGE))
   found = preemption_mentions(path.read_text(), path.relative_to(ROOT))
   assert not found, '\n'.join(found)
+
+
+def native_preemption_mentions(text, where='<text>'):
+  """'where:line' of each line of C++ that says "preemption" (a name, a
+  comment or a string: the native code has no other programs' texts)."""
+  return ['%s:%d' % (where, n) for n, line in enumerate(text.splitlines(), 1)
+          if 'preemption' in line.lower()]
+
+
+@pytest.mark.parametrize('path', _cpp_files(), ids=lambda p: str(p.relative_to(CPP)))
+def test_native_code_names_preemption_only_in_the_agreed_stop(path):
+  if str(path.relative_to(CPP)) in _NATIVE_PREEMPTION_OWNERS:
+    pytest.skip('%s says what a rank\'s wish may be' % path.relative_to(CPP))
+  found = native_preemption_mentions(path.read_text(), path.relative_to(ROOT))
+  assert not found, '\n'.join(found)
+
+
+def test_the_native_preemption_check_reads_every_line():
+  text = ('// Preemption\nint preemption_code = 1;\nconst char* s = "a PREEMPTION";\n'
+          'int other = 2;\n')
+  assert native_preemption_mentions(text, 'x.cc') == ['x.cc:1', 'x.cc:2', 'x.cc:3']
 
 
 def test_the_preemption_check_reads_names_comments_and_docstrings():

@@ -79,3 +79,36 @@ def test_profiler_hook_save_secs_controlled_time(check, monkeypatch):
        'timeline-9.json': (True, True, False)},
       (1, GRAPHS + [('run_metadata', 'step_5', 0),
                     ('run_metadata', 'step_9', 0)])))
+
+
+def test_the_full_trace_rule_rests_on_tfs_order_of_trace_levels(fastmts):
+  """A native ProfilerHook's full-trace request is one rule, on each side:
+  python_hooked_session.merge_full_trace on RunOptions objects, and
+  core/run_options.h's with_full_trace, which appends trace_level=FULL_TRACE
+  (b'\\x08\\x03') to the step's serialized options. Both are TF's merge of a
+  hook's RunOptions(trace_level=FULL_TRACE) only because FULL_TRACE is TF's
+  largest trace level and TF's merge keeps the larger: pinned here, for
+  every level the options may already hold."""
+  from tensorflow.core.protobuf import config_pb2  # pylint: disable=import-outside-toplevel
+  from tensorflow.python.training import monitored_session as tf_monitored  # pylint: disable=import-outside-toplevel
+  from fastmts._internal import python_hooked_session  # pylint: disable=import-outside-toplevel
+  del fastmts
+  run_options = config_pb2.RunOptions
+  assert max(run_options.TraceLevel.values()) == run_options.FULL_TRACE
+  assert sorted(run_options.TraceLevel.values()) == [
+      run_options.NO_TRACE, run_options.SOFTWARE_TRACE, run_options.HARDWARE_TRACE,
+      run_options.FULL_TRACE]
+  for level in run_options.TraceLevel.values():
+    by_tf = run_options(trace_level=level, timeout_in_ms=5, output_partition_graphs=True)
+    tf_monitored._HookedSession._merge_run_options(  # pylint: disable=protected-access
+        None, by_tf, run_options(trace_level=run_options.FULL_TRACE))
+    by_fastmts = run_options(trace_level=level, timeout_in_ms=5, output_partition_graphs=True)
+    python_hooked_session.merge_full_trace(by_fastmts)
+    natively = run_options.FromString(
+        run_options(trace_level=level, timeout_in_ms=5,
+                    output_partition_graphs=True).SerializeToString() + b'\x08\x03')
+    assert by_tf.trace_level == run_options.FULL_TRACE
+    assert by_fastmts == by_tf, level
+    # TF's merge also leaves an empty debug_options, which means nothing.
+    fields = lambda o: (o.trace_level, o.timeout_in_ms, o.output_partition_graphs)
+    assert fields(natively) == fields(by_tf) and not natively.HasField('debug_options'), level

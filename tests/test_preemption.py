@@ -112,7 +112,7 @@ def test_stops_after_the_signalled_step_and_checkpoints_it(tmp_path, user_handle
       assert signal.getsignal(signal.SIGTERM) is not user_handler  # fastmts watches
       steps = _train(sess, train_op, drive)
       assert sess.should_stop()
-      steps_run = sess._coordinated_creator.hooked.steps_run  # pylint: disable=protected-access
+      steps_run = sess._hooked.steps_run  # pylint: disable=protected-access
   assert steps_run == K  # the step in flight finished; none followed
   assert steps in (None, K)
   assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K)

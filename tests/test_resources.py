@@ -61,7 +61,7 @@ def _train_once(fastmts, workdir):
       while not sess.should_stop():
         sess.run(train)
       sess.run_steps(train)  # already stopped: runs nothing
-    return [weakref.ref(sess), weakref.ref(sess._coordinated_creator.hooked)] + [  # pylint: disable=protected-access
+    return [weakref.ref(sess), weakref.ref(sess._hooked)] + [  # pylint: disable=protected-access
         weakref.ref(h) for h in hooks]
 
 

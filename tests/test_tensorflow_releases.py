@@ -289,6 +289,32 @@ def test_no_release_is_compared_or_probed_outside_the_release_facts():
   assert not found, '\n'.join(found)
 
 
+# What would make native code depend on the TF release it runs on: asking
+# TF's C API for the release, or a header's release macros. The native core
+# binds the same C API on every release; what differs is found in Python
+# (fastmts._tensorflow's release facts) and handed down.
+_NATIVE_RELEASE_PROBES = re.compile(r'TF_Version|TF_(MAJOR|MINOR|PATCH)_VERSION|TF_VERSION')
+
+
+def native_release_probes(path, text):
+  return ['%s:%d' % (path, n) for n, line in enumerate(text.splitlines(), 1)
+          if _NATIVE_RELEASE_PROBES.search(line)]
+
+
+def test_no_release_is_probed_in_the_native_code():
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  found = [p for path in sorted(glob.glob(os.path.join(root, 'cpp', '**', '*.*'), recursive=True))
+           if path.endswith(('.cc', '.h'))
+           for p in native_release_probes(os.path.relpath(path, root), open(path).read())]
+  assert not found, '\n'.join(found)
+
+
+def test_the_native_release_check_finds_what_it_looks_for():
+  text = ('const char* v = TF_Version();\n#if TF_MAJOR_VERSION > 1\n#endif\n'
+          'int tf_version_free = 0;\n')
+  assert native_release_probes('x.cc', text) == ['x.cc:1', 'x.cc:2']
+
+
 def test_the_release_check_finds_what_it_looks_for():
   """The check above on code that does what it forbids."""
   bad = ('import tensorflow as tf\n'

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <optional>
 
+#include "core/run_options.h"
+
 namespace fastmts {
 
 namespace {
@@ -34,10 +36,6 @@ class DeferringLoopScope {
  private:
   HookedSession* previous_;
 };
-
-// TF's RunOptions.trace_level (field 1) set to FULL_TRACE (3), serialized:
-// appended to serialized options it overrides their trace level.
-constexpr char kFullTraceOption[] = "\x08\x03";
 
 }  // namespace
 
@@ -216,7 +214,7 @@ void HookedSession::run_on(const SessionRunner& runner, const RunRequest& caller
   const std::string* options = hooks_asked.options;
   std::string traced_options;
   if (hooks_asked.full_trace) {
-    traced_options = *options + kFullTraceOption;
+    traced_options = with_full_trace(*options);
     options = &traced_options;
     ctx.set_full_trace();
   }

@@ -64,6 +64,7 @@ from fastmts.session_creators import ChiefSessionCreator
 from fastmts.session_creators import Scaffold
 from fastmts.session_creators import SessionCreator
 from fastmts.session_creators import WorkerSessionCreator
+from fastmts.session_options import SessionOptions
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
 from fastmts.session_run_hook import SessionRunHook
@@ -81,7 +82,7 @@ __all__ = [
     'StopAtStepHook', 'NanTensorHook', 'NanLossDuringTrainingError', 'LoggingTensorHook',
     'CheckpointSaverHook', 'CheckpointSaverListener', 'StepCounterHook', 'SummarySaverHook',
     'GlobalStepWaiterHook', 'FinalOpsHook', 'FeedFnHook', 'ProfilerHook', 'SecondOrStepTimer',
-    'USE_DEFAULT', 'RecoveryPolicy', 'PreemptionPolicy', 'PreemptionHook', 'Preemption',
+    'USE_DEFAULT', 'SessionOptions', 'RecoveryPolicy', 'PreemptionPolicy', 'PreemptionHook', 'Preemption',
     'Preempted', 'AgreedStop', 'AgreedStopRecord', 'CollectiveEngine', 'HorovodEngine',
     'patch', 'unpatch', 'is_patched', 'report_hook_costs',
 ]

@@ -1,10 +1,11 @@
 """TF's _HookedSession, with the dispatch in C++.
 
-HookedSession is the one hooked-session interface of the layers above it
-(session_layers). Its dispatcher is chosen at attach, per raw session: the
-native dispatch (its own methods), or, for a session the native core cannot
-run, TF's own _HookedSession (python_hooked_session.TFHookDispatch), whose
-methods attach binds over them.
+HookedSession is the bottom layer of a monitored session: it answers every
+call of the layers' protocol (session_layers._WrappedSession) over the raw
+session it wraps. Its dispatcher is chosen at attach, per raw session: the
+native dispatch, or, for a session the native core cannot run, TF's own
+_HookedSession (python_hooked_session.TFHookDispatch), which its methods
+then hand each call to.
 
 The native dispatch calls every hook around one merged TF_SessionRun. A
 native hook (see basic_session_run_hooks) runs there without Python; a
@@ -20,11 +21,13 @@ from tensorflow.core.protobuf import config_pb2
 
 from fastmts import _native
 from fastmts import _python_compat
+from fastmts._internal import async_checkpoint as async_checkpoint_lib
 from fastmts import basic_session_run_hooks
 from fastmts._internal import errors
 from fastmts._internal import fetches as fetches_lib
 from fastmts import hook_costs
 from fastmts._internal import python_hooked_session
+from fastmts import session_layers
 from fastmts._internal import stock_hook_session
 from fastmts.session_run_hook import SessionRunArgs
 from fastmts.session_run_hook import SessionRunContext
@@ -32,15 +35,7 @@ from fastmts.session_run_hook import SessionRunValues
 
 
 merge_run_options = python_hooked_session.merge_run_options
-
-# What a native hook's full-trace request merges into the step's options.
-_FULL_TRACE = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
-
-# The calls the chosen dispatcher answers. The native dispatch is
-# HookedSession's own methods; attach binds another dispatcher's methods over
-# them on the instance (no extra call per step), detach removes them.
-_DISPATCHED = ('run', 'run_steps', 'end', 'should_stop', 'request_stop')
-
+merge_full_trace = python_hooked_session.merge_full_trace
 
 def _signals_with_python_handlers():
   """The signals Python has a handler of its own for (Ctrl-C's
@@ -112,11 +107,10 @@ class _PythonHookRunner:
 
   @staticmethod
   def take_full_trace(state):
-    """A native hook asked for a full trace (ProfilerHook): by TF's merge
-    rule the step's options, which the Python hooks' after_run see (the
-    caller's own RunOptions when given), carry it too."""
-    if state.options.trace_level < _FULL_TRACE.trace_level:
-      merge_run_options(state.options, _FULL_TRACE)
+    """A native hook asked for a full trace (ProfilerHook): the step's
+    options, which the Python hooks' after_run see (the caller's own
+    RunOptions when given), carry it too."""
+    merge_full_trace(state.options)
 
   @staticmethod
   def take_metadata(state, serialized):
@@ -130,13 +124,18 @@ class _PythonHookRunner:
 
 class HookedSession:
   """A tf.compat.v1.Session run with hooks: the bottom layer of a monitored
-  session (run, run_steps, end, should_stop, request_stop, steps_run).
+  session. It answers the layers' protocol (session_layers._WrappedSession:
+  graph, should_stop, close, run, run_failed, run_steps, run_step_fn,
+  raw_session, coordinator, steps_run) over the raw session it wraps, and
+  owns the hooks' dispatch (end, request_stop, the hook state and costs),
+  which outlives each raw session.
 
   Built once per monitored session from its hooks; attach() binds each raw
   session the creator makes (again after recovery) and chooses its
   dispatcher: the native one, or, for a session the native core cannot run
   (a wrapper such as TF's debugger sessions), TF's own _HookedSession, which
-  runs every step through the session's own `run`, as TF does.
+  runs every step through the session's own `run`, as TF does. close()
+  closes that raw session.
   """
 
   def __init__(self, hooks):
@@ -160,10 +159,10 @@ class HookedSession:
     self._hook_names = [type(hook).__name__ for hook in hooks]
     if hook_costs.enabled():
       self._native.track_costs(True)
-    self.tf_sess = None
+    self.tf_sess = None  # the raw session wrapped now (TF's `_sess`), None when closed
     self.coord = None
     self.plans = None
-    self.graph = None
+    self._graph = None  # the last raw session's: errors raised after its close name its ops
     self.agreement = None  # the session's SessionAgreement (fastmts.AgreedStop), if any
     self._tf_dispatch = None  # the TFHookDispatch of a session run by TF's code
     self._tf_dispatch_steps = 0  # steps run by earlier ones
@@ -171,12 +170,14 @@ class HookedSession:
     # What TF's own code of natively run stock hooks gets as the session.
     self.stock_hook_session = stock_hook_session.StockHookSession(self)
 
+  # ---- binding raw sessions ------------------------------------------------
+
   def attach(self, tf_sess, coord):
     """Binds a freshly created TF session (also after recovery) and runs
     the hooks' after_create_session."""
     self.tf_sess = tf_sess
     self.coord = coord
-    self.graph = tf_sess.graph
+    self._graph = tf_sess.graph
     if not python_hooked_session.runs_natively(tf_sess):
       if self.agreement is not None:
         raise ValueError('fastmts.AgreedStop needs a session fastmts steps natively (a plain '
@@ -184,10 +185,8 @@ class HookedSession:
       # The stock hooks' own Python methods run now: they carry on from
       # what the native dispatch did with them so far.
       self.write_hook_state_to_tf_hooks()
-      self._tf_dispatch = python_hooked_session.TFHookDispatch(tf_sess, self._hooks)
-      for name in _DISPATCHED:
-        setattr(self, name, getattr(self._tf_dispatch, name))
-      self._tf_dispatch.after_create_session(coord)
+      self._tf_dispatch = python_hooked_session.TFHookDispatch(tf_sess, coord, self._hooks)
+      self._tf_dispatch.after_create_session()
       return
     self.plans = fetches_lib.PlanCache(tf_sess.graph, tf_sess)
     self._native_holds_state = True
@@ -208,22 +207,37 @@ class HookedSession:
     for runner in self._native_runners:
       runner.write_state_to_tf_hook()
 
-  def detach(self):
-    """Unbinds the TF session (it is closed or being re-created)."""
+  def _detach(self):
+    """Unbinds the TF session (it is being closed)."""
     if self._tf_dispatch is not None:
       self._tf_dispatch_steps += self._tf_dispatch.steps_run
       self._tf_dispatch = None
-      for name in _DISPATCHED:
-        delattr(self, name)  # the native dispatch again
     self._native.detach()
     self.tf_sess = None
     self.coord = None
     self.plans = None
 
+  def close(self):
+    """Closes the raw session (the layer above closes this one). Native
+    code lets go of it first; an async checkpoint's write, whose save op
+    runs on it, is settled before it goes. A recoverable error of TF's
+    close is logged, as TF's _WrappedSession.close does."""
+    tf_sess = self.tf_sess
+    if tf_sess is None:
+      return
+    self._detach()  # native code must not hold the session past its close
+    async_checkpoint_lib.settle_writes_on(tf_sess)
+    try:
+      tf_sess.close()
+    except session_layers.RECOVERABLE_ERRORS as e:
+      session_layers.log_close_error(e)
+
+  # ---- the layers' protocol --------------------------------------------------
+
   @property
-  def native(self):
-    """The native HookedSession (fastmts._native)."""
-    return self._native
+  def graph(self):
+    """The graph of the raw session (the last one's once closed)."""
+    return self._graph
 
   @property
   def _sess(self):
@@ -232,24 +246,114 @@ class HookedSession:
     return self.tf_sess
 
   @property
-  def has_python_hooks(self):
-    """Whether any hook runs as Python methods (not natively)."""
-    return bool(self._python_hook_objects)
+  def raw_session(self):
+    """The tf.compat.v1.Session wrapped now (None when closed)."""
+    return self.tf_sess
+
+  @property
+  def coordinator(self):
+    """The Coordinator of the raw session's threads (None when closed)."""
+    return self.coord
+
+  @property
+  def queue_runner_threads(self):
+    """None here: the layer above runs the queue runners."""
+    return []
 
   def should_stop(self):
     """Whether a hook requested stop (the bottom of the layers' should_stop)."""
+    if self._tf_dispatch is not None:
+      return self._tf_dispatch.should_stop()
     return self._native.stop_requested
+
+  def _check_stop(self):
+    return self.should_stop()
 
   def request_stop(self):
     """Stops the session as a hook's stop request would: should_stop() is
     True and a further run raises. Takes no lock (for a signal handler)."""
-    self._native.request_stop()
+    if self._tf_dispatch is not None:
+      self._tf_dispatch.request_stop()
+    else:
+      self._native.request_stop()
 
   @property
   def steps_run(self):
     """Steps completed on this session, failed ones excluded."""
     steps = self._native.steps_run + self._tf_dispatch_steps
     return steps + self._tf_dispatch.steps_run if self._tf_dispatch is not None else steps
+
+  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    """One step with hooks, as TF's _HookedSession.run."""
+    if self._tf_dispatch is not None:
+      return self._tf_dispatch.run(fetches, feed_dict, options, run_metadata)
+    plan, feed_plan, values, serialized_options = self._plan_for(fetches, feed_dict, options)
+    state = None
+    if self._python_hook_objects:
+      state = self.step_state(fetches, feed_dict, options, run_metadata)
+      serialized_options = state.options.SerializeToString()
+    with self._tf_errors():
+      outputs, metadata, traced = self._native.run(plan.native, feed_plan, values,
+                                                   serialized_options, run_metadata is not None,
+                                                   state)
+    if traced and state is None and options is not None:
+      merge_full_trace(options)  # TF merges into the caller's object
+    if run_metadata is not None and (state is None or not state.metadata_parsed):
+      run_metadata.ParseFromString(metadata or b'')  # as TF, whatever run_metadata is
+    return plan.build(outputs)
+
+  def run_failed(self, error, fetches):
+    """The native fast path's step raised `error`: a TF error of the native
+    core (StatusError) becomes the tf.errors class TF raises; nothing is
+    retried at this level."""
+    del fetches
+    if isinstance(error, errors.StatusError):
+      raise errors.from_status(error, self._graph, self.tf_sess) from None
+    raise error
+
+  def run_steps(self, fetches, max_steps, feed_dict, progress):
+    """Steps natively until stop, `max_steps` (None: no bound), the
+    coordinator's stop or an error; the last step's results, or None.
+    `progress` (a LoopProgress) counts this call's steps, also when it
+    raises. The feeds are converted once, before the first step. Without
+    Python hooks the loop runs without the GIL; the signals Python has
+    handlers for still reach them within one step."""
+    if self._tf_dispatch is not None:
+      return self._tf_dispatch.run_steps(fetches, max_steps, feed_dict, progress)
+    plan, feed_plan, values, _ = self._plan_for(fetches, feed_dict)
+    make_state = None
+    if self._python_hook_objects:
+      make_state = lambda: self.step_state(fetches, feed_dict)
+    with self._tf_errors():
+      outputs = self._native.run_loop(plan.native, feed_plan, values,
+                                      -1 if max_steps is None else max_steps,
+                                      getattr(self.coord, 'native', None), make_state,
+                                      _signals_with_python_handlers(), progress)
+    return None if outputs is None else plan.build(outputs)
+
+  def run_step_fn(self, step_fn, raw_session, run_with_hooks):
+    """`step_fn(StepContext)`, as TF's _WrappedSession.run_step_fn."""
+    return step_fn(session_layers.StepContext(raw_session, run_with_hooks or self.run))
+
+  # ---- the hooks' dispatch, for the monitored session --------------------------
+
+  def end(self):
+    """Every hook's end(), in order."""
+    if self._tf_dispatch is not None:
+      self._tf_dispatch.end()
+      return
+    with self._tf_errors():
+      self._native.end()
+
+  @property
+  def native(self):
+    """The native HookedSession (fastmts._native)."""
+    return self._native
+
+  @property
+  def has_python_hooks(self):
+    """Whether any hook runs as Python methods (not natively)."""
+    return bool(self._python_hook_objects)
 
   def cost_report(self):
     """Where the steps' time went, hook by hook (a HookCostReport), or
@@ -265,11 +369,6 @@ class HookedSession:
     """For the native fast path (see _native.FastRun)."""
     return self.plans.fast_layout(fetches)
 
-  def end(self):
-    """Every hook's end(), in order."""
-    with self._tf_errors():
-      self._native.end()
-
   @contextlib.contextmanager
   def _tf_errors(self):
     """TF errors from the native core (StatusError) become the tf.errors
@@ -277,7 +376,7 @@ class HookedSession:
     try:
       yield
     except errors.StatusError as e:
-      raise errors.from_status(e, self.graph, self.tf_sess) from None
+      raise errors.from_status(e, self._graph, self.tf_sess) from None
 
   def step_state(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """What the Python hooks of one step share (see _StepState)."""
@@ -289,24 +388,6 @@ class HookedSession:
         options or config_pb2.RunOptions(),
         run_metadata or config_pb2.RunMetadata(),
         run_metadata is not None)
-
-  def run_steps(self, fetches, max_steps, feed_dict, coord, progress):
-    """Steps natively until stop, `max_steps` (None: no bound), the
-    coordinator's stop or an error; the last step's results, or None.
-    `progress` (a LoopProgress) counts this call's steps, also when it
-    raises. The feeds are converted once, before the first step. Without
-    Python hooks the loop runs without the GIL; the signals Python has
-    handlers for still reach them within one step."""
-    plan, feed_plan, values, _ = self._plan_for(fetches, feed_dict)
-    make_state = None
-    if self._python_hook_objects:
-      make_state = lambda: self.step_state(fetches, feed_dict)
-    with self._tf_errors():
-      outputs = self._native.run_loop(plan.native, feed_plan, values,
-                                      -1 if max_steps is None else max_steps,
-                                      getattr(coord, 'native', None), make_state,
-                                      _signals_with_python_handlers(), progress)
-    return None if outputs is None else plan.build(outputs)
 
   def _plan_for(self, fetches, feed_dict, options=None):
     """The step's plans, and its serialized options. TF resolves the
@@ -323,20 +404,3 @@ class HookedSession:
           hook.before_run(run_context)
       raise
     return plan, feed_plan, values, serialized_options
-
-  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-    """One step with hooks, as TF's _HookedSession.run."""
-    plan, feed_plan, values, serialized_options = self._plan_for(fetches, feed_dict, options)
-    state = None
-    if self._python_hook_objects:
-      state = self.step_state(fetches, feed_dict, options, run_metadata)
-      serialized_options = state.options.SerializeToString()
-    with self._tf_errors():
-      outputs, metadata, traced = self._native.run(plan.native, feed_plan, values,
-                                                   serialized_options, run_metadata is not None,
-                                                   state)
-    if traced and state is None and options is not None:
-      merge_run_options(options, _FULL_TRACE)  # TF merges into the caller's object
-    if run_metadata is not None and (state is None or not state.metadata_parsed):
-      run_metadata.ParseFromString(metadata or b'')  # as TF, whatever run_metadata is
-    return plan.build(outputs)

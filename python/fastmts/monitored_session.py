@@ -22,10 +22,8 @@ from tensorflow.python.util import function_utils
 
 from fastmts import _native
 from fastmts import _tensorflow
-from fastmts._internal import async_checkpoint as async_checkpoint_lib
 from fastmts import basic_session_run_hooks as fastmts_hooks
 from fastmts._internal import class_identity
-from fastmts._internal import errors as fastmts_errors
 from fastmts._internal import fetches as fetches_lib
 from fastmts.file_formats import graph_events
 from fastmts.file_formats import graph_files
@@ -39,36 +37,15 @@ from fastmts import session_layers
 from fastmts._internal import session_agreement
 from fastmts._internal import session_preemption
 from fastmts.queue_runner import QueueRunners
-from fastmts.recovery import RecoveryPolicy
 from fastmts.session_creators import ChiefSessionCreator
 from fastmts.session_creators import Scaffold
 from fastmts.session_creators import SessionCreator
 from fastmts.session_creators import WorkerSessionCreator
+from fastmts.session_options import SESSION_KEYWORDS
+from fastmts.session_options import SessionOptions
 
 # TF's own sentinel, so code that passes tf's USE_DEFAULT explicitly works.
 USE_DEFAULT = _tf_monitored_session.USE_DEFAULT
-
-def _step_counter_hook(summary_dir, log_step_count_steps):
-  return basic_session_run_hooks.StepCounterHook(
-      output_dir=summary_dir, every_n_steps=log_step_count_steps)
-
-
-def _summary_saver_hook(scaffold, summary_dir, save_summaries_steps, save_summaries_secs):
-  return basic_session_run_hooks.SummarySaverHook(
-      scaffold=scaffold, save_steps=save_summaries_steps, save_secs=save_summaries_secs,
-      output_dir=summary_dir)
-
-
-def _checkpoint_saver_hook(scaffold, checkpoint_dir, save_checkpoint_steps,
-                           save_checkpoint_secs, save_graph_def, async_checkpoint):
-  if async_checkpoint:  # fastmts's form of the hook
-    return fastmts_hooks.CheckpointSaverHook(
-        checkpoint_dir, save_steps=save_checkpoint_steps, save_secs=save_checkpoint_secs,
-        scaffold=scaffold, save_graph_def=save_graph_def, async_checkpoint=True)
-  return basic_session_run_hooks.CheckpointSaverHook(
-      checkpoint_dir, save_steps=save_checkpoint_steps, save_secs=save_checkpoint_secs,
-      scaffold=scaffold, **fastmts_hooks.save_graph_def_argument(save_graph_def))
-
 
 def _saves(steps, secs):
   return bool((steps and steps > 0) or (secs and secs > 0))
@@ -82,32 +59,82 @@ def _schedule(steps, secs, default_steps, default_secs):
   return (None if steps == USE_DEFAULT else steps), (None if secs == USE_DEFAULT else secs)
 
 
-def _create_monitored_session_with_worker_context(
-    worker_context, scaffold, checkpoint_dir=None, hooks=None, chief_only_hooks=None,
-    save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
-    config=None, stop_grace_period_secs=120, log_step_count_steps=100, max_wait_secs=7200,
-    save_checkpoint_steps=None, summary_dir=None, save_graph_def=True, recovery=None,
-    end_on_interrupt=False, async_checkpoint=False, preemption=None, agreed_stop=None):
-  """MonitoredTrainingSession under a distribute-coordinator worker context:
-  TF's rules for which task writes summaries and checkpoints, and where."""
-  all_hooks = list(hooks or [])
-  if chief_only_hooks and worker_context.is_chief:
-    all_hooks.extend(chief_only_hooks)
+class _TrainingArguments:
+  """MonitoredTrainingSession's arguments (its parameters, declared once
+  there), with TF's defaults applied and fastmts's options as one value."""
+
+  def __init__(self, arguments):
+    self.__dict__.update(arguments)
+    self.options = SessionOptions.of(self.options, self.fastmts_options,
+                                     'MonitoredTrainingSession')
+    del self.fastmts_options
+    self.save_summaries_steps, self.save_summaries_secs = _schedule(
+        self.save_summaries_steps, self.save_summaries_secs, default_steps=100,
+        default_secs=None)
+    self.save_checkpoint_steps, self.save_checkpoint_secs = _schedule(
+        self.save_checkpoint_steps, self.save_checkpoint_secs, default_steps=None,
+        default_secs=600)
+    self.scaffold = self.scaffold or Scaffold()
+
+  def step_counter_hook(self, summary_dir):
+    return basic_session_run_hooks.StepCounterHook(
+        output_dir=summary_dir, every_n_steps=self.log_step_count_steps)
+
+  def summary_saver_hook(self, summary_dir):
+    return basic_session_run_hooks.SummarySaverHook(
+        scaffold=self.scaffold, save_steps=self.save_summaries_steps,
+        save_secs=self.save_summaries_secs, output_dir=summary_dir)
+
+  def checkpoint_saver_hook(self, checkpoint_dir):
+    if self.options.async_checkpoint:  # fastmts's form of the hook
+      return fastmts_hooks.CheckpointSaverHook(
+          checkpoint_dir, save_steps=self.save_checkpoint_steps,
+          save_secs=self.save_checkpoint_secs, scaffold=self.scaffold,
+          save_graph_def=self.save_graph_def, async_checkpoint=True)
+    return basic_session_run_hooks.CheckpointSaverHook(
+        checkpoint_dir, save_steps=self.save_checkpoint_steps,
+        save_secs=self.save_checkpoint_secs, scaffold=self.scaffold,
+        **fastmts_hooks.save_graph_def_argument(self.save_graph_def))
+
+  def preemption_hook(self, checkpoint_dir=None):
+    return preemption_lib.PreemptionHook(checkpoint_dir, policy=self.options.preemption,
+                                         scaffold=self.scaffold)
+
+  @property
+  def counts_steps(self):
+    return bool(self.log_step_count_steps and self.log_step_count_steps > 0)
+
+  @property
+  def saves_summaries(self):
+    return _saves(self.save_summaries_steps, self.save_summaries_secs)
+
+  @property
+  def saves_checkpoints(self):
+    return _saves(self.save_checkpoint_steps, self.save_checkpoint_secs)
+
+
+def _with_worker_context(worker_context, args):
+  """The session creator and hooks under a distribute-coordinator worker
+  context: TF's rules for which task writes summaries and checkpoints, and
+  where."""
+  all_hooks = list(args.hooks or [])
+  if args.chief_only_hooks and worker_context.is_chief:
+    all_hooks.extend(args.chief_only_hooks)
   tmpdir = None
   if type(worker_context._strategy).__name__ in (  # pylint: disable=protected-access
       'CollectiveAllReduceStrategy', 'CollectiveAllReduceStrategyV1',
       'MultiWorkerMirroredStrategy'):
     tmpdir = ('tmp_%s_%d' % (worker_context.task_type, worker_context.task_id)
               if worker_context.task_type else 'tmp')
-    if save_checkpoint_secs:
+    if args.save_checkpoint_secs:
       logging.warning('Collective ops may deadlock with '
                       '`save_checkpoints_secs` please use '
                       '`save_checkpoint_steps` instead. Clearing '
                       '`save_checkpoint_secs` and setting '
                       '`save_checkpoint_steps` to 1000 now.')
-      save_checkpoint_secs = None
-      save_checkpoint_steps = 1000
-    if save_summaries_secs:
+      args.save_checkpoint_secs = None
+      args.save_checkpoint_steps = 1000
+    if args.save_summaries_secs:
       logging.warning('Collective ops may run out of sync with'
                       '`save_summaries_secs`, please use '
                       '`save_summaries_steps` instead.')
@@ -117,34 +144,63 @@ def _create_monitored_session_with_worker_context(
       return base
     return os.path.join(base, tmpdir) if tmpdir else None
 
-  summary_dir = summary_dir or checkpoint_dir
+  checkpoint_dir = args.checkpoint_dir
+  summary_dir = args.summary_dir or checkpoint_dir
   summaries_to = where(summary_dir, worker_context.should_save_summary) if summary_dir else None
-  if summaries_to and log_step_count_steps and log_step_count_steps > 0:
-    all_hooks.append(_step_counter_hook(summaries_to, log_step_count_steps))
+  if summaries_to and args.counts_steps:
+    all_hooks.append(args.step_counter_hook(summaries_to))
   # As in TF, the checkpoint hook is only considered when summaries are on.
-  if summary_dir and _saves(save_summaries_steps, save_summaries_secs):
+  if summary_dir and args.saves_summaries:
     if summaries_to:
-      all_hooks.append(_summary_saver_hook(scaffold, summaries_to, save_summaries_steps,
-                                           save_summaries_secs))
+      all_hooks.append(args.summary_saver_hook(summaries_to))
     checkpoints_to = (where(checkpoint_dir, worker_context.should_checkpoint)
                       if checkpoint_dir else None)
-    if checkpoints_to and _saves(save_checkpoint_steps, save_checkpoint_secs):
-      all_hooks.append(_checkpoint_saver_hook(scaffold, checkpoints_to, save_checkpoint_steps,
-                                              save_checkpoint_secs, save_graph_def,
-                                              async_checkpoint))
-  if preemption:
-    all_hooks.append(preemption_lib.PreemptionHook(
-        checkpoint_dir if checkpoint_dir and worker_context.should_checkpoint else None,
-        policy=preemption, scaffold=scaffold))
+    if checkpoints_to and args.saves_checkpoints:
+      all_hooks.append(args.checkpoint_saver_hook(checkpoints_to))
+  if args.options.preemption:
+    all_hooks.append(args.preemption_hook(
+        checkpoint_dir if checkpoint_dir and worker_context.should_checkpoint else None))
   logging.info('all_hooks %r', all_hooks)
   session_creator = worker_context.session_creator(
-      scaffold, config=config, checkpoint_dir=checkpoint_dir, max_wait_secs=max_wait_secs)
-  return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
-                          stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
-                          end_on_interrupt=end_on_interrupt, agreed_stop=agreed_stop)
+      args.scaffold, config=args.config, checkpoint_dir=checkpoint_dir,
+      max_wait_secs=args.max_wait_secs)
+  return session_creator, all_hooks
 
 
-def MonitoredTrainingSession(  # pylint: disable=invalid-name
+def _as_worker(args):
+  """A worker's session creator and hooks: it waits for the chief."""
+  session_creator = WorkerSessionCreator(
+      scaffold=args.scaffold, master=args.master, config=args.config,
+      max_wait_secs=args.max_wait_secs)
+  worker_hooks = list(args.hooks or [])
+  if args.options.preemption:
+    worker_hooks.append(preemption_lib.PreemptionHook(policy=args.options.preemption))
+  return session_creator, worker_hooks
+
+
+def _as_chief(args):
+  """The chief's session creator and hooks: it initializes or restores, and
+  writes the summaries and checkpoints."""
+  all_hooks = list(args.chief_only_hooks or [])
+  session_creator = ChiefSessionCreator(
+      scaffold=args.scaffold, checkpoint_dir=args.checkpoint_dir, master=args.master,
+      config=args.config)
+  summary_dir = args.summary_dir or args.checkpoint_dir
+  if summary_dir:
+    if args.counts_steps:
+      all_hooks.append(args.step_counter_hook(summary_dir))
+    if args.saves_summaries:
+      all_hooks.append(args.summary_saver_hook(summary_dir))
+  if args.checkpoint_dir and args.saves_checkpoints:
+    all_hooks.append(args.checkpoint_saver_hook(args.checkpoint_dir))
+  if args.hooks:
+    all_hooks.extend(args.hooks)
+  if args.options.preemption:  # last: what a CheckpointSaverHook's end() saved is not saved again
+    all_hooks.append(args.preemption_hook(args.checkpoint_dir))
+  return session_creator, all_hooks
+
+
+def MonitoredTrainingSession(  # pylint: disable=invalid-name,unused-argument
     master='',
     is_chief=True,
     checkpoint_dir=None,
@@ -162,33 +218,15 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     summary_dir=None,
     save_graph_def=True,
     *,
-    recovery=None,
-    end_on_interrupt=False,
-    async_checkpoint=False,
-    preemption=None,
-    agreed_stop=None):
+    options=None,
+    **fastmts_options):
   """Creates a `MonitoredSession` for training, as
   `tf.compat.v1.train.MonitoredTrainingSession` does.
 
-  fastmts only, keyword arguments:
-    async_checkpoint: the checkpoints of `checkpoint_dir` are written by a
-      native thread from a snapshot taken at the save's step (see
-      fastmts.CheckpointSaverHook); off by default, as TF.
-    recovery: a RecoveryPolicy bounding re-creations of a preempted session,
-      with backoff; None retries forever, as TF.
-    end_on_interrupt: when the `with` block ends by KeyboardInterrupt (Ctrl-C),
-      still run the hooks' end() -- the final checkpoint, FinalOpsHook,
-      summaries -- before closing; TF skips end() on any exception.
-    preemption: True, or a fastmts.PreemptionPolicy (signals, grace period):
-      on SIGTERM (the policy's signals) training stops after the step in
-      flight, the chief checkpoints that step in `checkpoint_dir` at close,
-      workers write nothing, and `sess.preemption` tells what happened (see
-      fastmts.PreemptionHook); off by default: TF's process dies.
-    agreed_stop: a fastmts.AgreedStop: the ranks of a data-parallel job
-      (Horovod, TF's collective ops) stop at one step, the one the first of
-      them wished to stop at (a hook's request, a preemption signal), so
-      none fails in an allreduce; `sess.agreed_stop` tells how.
-      Off by default (None): nothing added to the graph or the step.
+  fastmts only: `options`, a fastmts.SessionOptions, or its fields as
+  keywords (`recovery`, `end_on_interrupt`, `async_checkpoint`,
+  `preemption`, `agreed_stop`; see SessionOptions for each). All are off by
+  default, as TF.
 
   For a chief, sets up initialization/restoring and the default hooks (step
   counter, summaries, and checkpoints when `checkpoint_dir` is set, with
@@ -198,71 +236,35 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
 
   Returns:
     A fastmts `MonitoredSession`.
-
-  (Over 60 lines: TF's signature and this documentation; the body is the
-  three cases TF's has, worker context, worker and chief.)
   """
-  save_summaries_steps, save_summaries_secs = _schedule(
-      save_summaries_steps, save_summaries_secs, default_steps=100, default_secs=None)
-  save_checkpoint_steps, save_checkpoint_secs = _schedule(
-      save_checkpoint_steps, save_checkpoint_secs, default_steps=None, default_secs=600)
-
-  scaffold = scaffold or Scaffold()
-  preemption = preemption_lib.PreemptionPolicy.of(preemption)
+  args = _TrainingArguments(locals())  # the parameters above, as given
   worker_context = distribute_coordinator_context.get_current_worker_context()
   if worker_context:
-    return _create_monitored_session_with_worker_context(
-        worker_context, scaffold, checkpoint_dir=checkpoint_dir, hooks=hooks,
-        chief_only_hooks=chief_only_hooks, save_checkpoint_secs=save_checkpoint_secs,
-        save_summaries_steps=save_summaries_steps, save_summaries_secs=save_summaries_secs,
-        config=config, stop_grace_period_secs=stop_grace_period_secs,
-        log_step_count_steps=log_step_count_steps, max_wait_secs=max_wait_secs,
-        save_checkpoint_steps=save_checkpoint_steps, summary_dir=summary_dir,
-        save_graph_def=save_graph_def, recovery=recovery, end_on_interrupt=end_on_interrupt,
-        async_checkpoint=async_checkpoint, preemption=preemption, agreed_stop=agreed_stop)
-
-  if not is_chief:
-    session_creator = WorkerSessionCreator(
-        scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs)
-    worker_hooks = list(hooks or [])
-    if preemption:
-      worker_hooks.append(preemption_lib.PreemptionHook(policy=preemption))
-    return MonitoredSession(session_creator=session_creator, hooks=worker_hooks,
-                            stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
-                            end_on_interrupt=end_on_interrupt, agreed_stop=agreed_stop)
-
-  all_hooks = list(chief_only_hooks or [])
-  session_creator = ChiefSessionCreator(
-      scaffold=scaffold, checkpoint_dir=checkpoint_dir, master=master, config=config)
-  summary_dir = summary_dir or checkpoint_dir
-  if summary_dir:
-    if log_step_count_steps and log_step_count_steps > 0:
-      all_hooks.append(_step_counter_hook(summary_dir, log_step_count_steps))
-    if _saves(save_summaries_steps, save_summaries_secs):
-      all_hooks.append(_summary_saver_hook(scaffold, summary_dir, save_summaries_steps,
-                                           save_summaries_secs))
-  if checkpoint_dir and _saves(save_checkpoint_steps, save_checkpoint_secs):
-    all_hooks.append(_checkpoint_saver_hook(scaffold, checkpoint_dir, save_checkpoint_steps,
-                                            save_checkpoint_secs, save_graph_def,
-                                            async_checkpoint))
-  if hooks:
-    all_hooks.extend(hooks)
-  if preemption:  # last: what a CheckpointSaverHook's end() saved is not saved again
-    all_hooks.append(preemption_lib.PreemptionHook(checkpoint_dir, policy=preemption,
-                                                   scaffold=scaffold))
+    session_creator, all_hooks = _with_worker_context(worker_context, args)
+  elif not is_chief:
+    session_creator, all_hooks = _as_worker(args)
+  else:
+    session_creator, all_hooks = _as_chief(args)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
-                          stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
-                          end_on_interrupt=end_on_interrupt, agreed_stop=agreed_stop)
+                          stop_grace_period_secs=stop_grace_period_secs, options=args.options)
 
 
 class _MonitoredSession:
-  """See `MonitoredSession` or `SingularMonitoredSession`."""
+  """See `MonitoredSession` or `SingularMonitoredSession`.
+
+  It holds its chain of layers (`_sess`, TF's name: _RecoverableSession or
+  _CoordinatedSession over HookedSession) and talks only to its top, as TF's
+  _MonitoredSession does; and, as TF's holds its hooks for their begin() and
+  end(), the hooks' dispatch it built (`_hooked`, the chain's bottom, which
+  outlives each raw session). The creator (`_coordinated_creator`) is only
+  built and handed to the chain here; TF's attributes on it stay for code
+  that reads them.
+  """
 
   def __init__(self, session_creator, hooks, should_recover, stop_grace_period_secs=120,
-               recovery=None, end_on_interrupt=False, agreed_stop=None):
-    if recovery is not None and not isinstance(recovery, RecoveryPolicy):
-      raise TypeError('recovery must be a fastmts.RecoveryPolicy or None, got %r' % (recovery,))
-    self._end_on_interrupt = end_on_interrupt
+               options=None):
+    options = options or SessionOptions()
+    self._end_on_interrupt = options.end_on_interrupt
     _tensorflow.count_as_tf_code_in_errors()  # before hooks' begin() and the Scaffold make ops
     self._graph_was_finalized = ops.get_default_graph().finalized
     self._hooks = hooks or []
@@ -279,29 +281,46 @@ class _MonitoredSession:
       worker_context = distribute_coordinator_context.get_current_worker_context()
       if not session_creator and worker_context:
         session_creator = worker_context.session_creator()
-      hooked = HookedSession(self._hooks)
-      self._agreement = session_agreement.SessionAgreement.of(agreed_stop, hooked)
+      self._hooked = HookedSession(self._hooks)
+      self._agreement = session_agreement.SessionAgreement.of(options.agreed_stop, self._hooked)
       self._coordinated_creator = self._CoordinatedSessionCreator(
           session_creator=session_creator or ChiefSessionCreator(),
-          hooked=hooked,
+          hooked=self._hooked,
           stop_grace_period_secs=stop_grace_period_secs,
           stop_policy=self._preemption)
       if should_recover:
         self._sess = session_layers._RecoverableSession(  # pylint: disable=protected-access
-            self._coordinated_creator, recovery, self._preemption)
+            self._coordinated_creator, options.recovery, self._preemption)
       else:
         self._sess = self._coordinated_creator.create_session()
     except BaseException:
       self._preemption.release()  # no close will put the signal handlers back
       raise
-    self._fast_run = self._fast_run_of(self._coordinated_creator.hooked)
+    self._fast_run = self._fast_path()
+
+  def _fast_path(self):
+    """The fast path, the one way into run() (docs/design.md, "The fast
+    path"): a native FastRun, which steps the hooked session itself when it
+    can (plain fetches, no feeds or options: no Python at all when every
+    hook is native) and otherwise hands the call to the layers, as does
+    every failure (their run_failed). When run() is not overridden, the
+    instance's `run` is FastRun's vectorcall entry, chosen here once: no
+    Python frame and no pybind11 dispatch per step; calls it does not take
+    as they are go on to the class's run(), so their errors are Python's
+    own. It reaches back only through a weak proxy (a native object in a
+    reference cycle would never be collected)."""
+    me = weakref.proxy(self)
+    hooked = self._hooked
+    fast_run = _native.FastRun(
+        hooked.native, fetches_lib.LEAF_TYPES, hooked.fast_layout,
+        hooked.step_state if hooked.has_python_hooks else None,
+        # After close, _sess is None and these raise AttributeError, as TF's run.
+        lambda *args: me._sess.run(*args),  # pylint: disable=protected-access
+        lambda error, fetches: me._sess.run_failed(error, fetches))  # pylint: disable=protected-access
     if type(self).run is _MonitoredSession.run:  # not overridden by a subclass
-      # `sess.run` is then the native entry itself: no Python frame and no
-      # pybind11 dispatch per step. Calls it does not take as they are go
-      # on to the method below, so their errors are Python's own.
-      me = weakref.proxy(self)
       self.run = _native.fast_run_entry(
-          self._fast_run, lambda *args, **kwargs: _MonitoredSession.run(me, *args, **kwargs))
+          fast_run, lambda *args, **kwargs: _MonitoredSession.run(me, *args, **kwargs))
+    return fast_run
 
   def _stop_after_step_in_flight(self):
     """A stop signal arrived (in its handler): the step in flight, if any,
@@ -310,7 +329,7 @@ class _MonitoredSession:
     if self._agreement is not None:
       self._agreement.wish(self._preemption.record.exit_code)
       return True
-    self._coordinated_creator.hooked.request_stop()
+    self._hooked.request_stop()
     return False
 
   @property
@@ -325,29 +344,6 @@ class _MonitoredSession:
     """None, or once the ranks agreed to stop (MonitoredTrainingSession's
     `agreed_stop`), its `AgreedStopRecord`: the step, the exit code."""
     return None if self._agreement is None else self._agreement.record
-
-  def _fast_run_of(self, hooked):
-    """run() itself: the native fast path (no Python at all when every hook
-    is native). It reaches back only through a weak proxy (a native object
-    in a reference cycle would never be collected)."""
-    me = weakref.proxy(self)
-    return _native.FastRun(
-        hooked.native, fetches_lib.LEAF_TYPES, hooked.fast_layout,
-        hooked.step_state if hooked.has_python_hooks else None,
-        lambda *args: me._slow_run(*args),  # pylint: disable=protected-access
-        lambda error, fetches: me._fast_run_failed(error, fetches))  # pylint: disable=protected-access
-
-  def _slow_run(self, fetches, feed_dict, options, run_metadata):
-    # After close, self._sess is None and TF raises AttributeError here too.
-    return self._sess.run(fetches, feed_dict=feed_dict, options=options,
-                          run_metadata=run_metadata)
-
-  def _fast_run_failed(self, error, fetches):
-    """A step of the fast path raised `error`: carry on as run() would have."""
-    if isinstance(error, fastmts_errors.StatusError):
-      hooked = self._coordinated_creator.hooked
-      error = fastmts_errors.from_status(error, hooked.graph, hooked.tf_sess)
-    return self._sess.run_failed(error, fetches)
 
   @property
   def graph(self):
@@ -393,7 +389,7 @@ class _MonitoredSession:
     """Where the time of the steps went, hook by hook (a HookCostReport), if
     fastmts.report_hook_costs(True) was on when the session was created;
     otherwise None."""
-    return self._coordinated_creator.hooked.cost_report()
+    return self._hooked.cost_report()
 
   def run_step_fn(self, step_fn):
     """Runs `step_fn(step_context)`, as TF's `MonitoredSession.run_step_fn`.
@@ -449,41 +445,43 @@ class _MonitoredSession:
       self._session_creator = session_creator
       self._hooked = hooked
       self._stop_policy = stop_policy
+      # TF's names, for code that reads them; fastmts asks the layers.
       self.coord = None
       self.tf_sess = None
-      self.queue_runners = None
       self._stop_grace_period_secs = stop_grace_period_secs
 
-    @property
-    def hooked(self):
-      return self._hooked
+    def forget_session(self):
+      """The monitored session closed: as TF's, the creator's `tf_sess` and
+      `coord` are None from then on."""
+      self.tf_sess = None
+      self.coord = None
 
     def create_session(self):
       with session_layers.creating_with(self._stop_policy):  # its waits ask the policy
         self.tf_sess = self._session_creator.create_session()
       self.coord = Coordinator(clean_stop_exception_types=[])
-      self.queue_runners = None
+      queue_runners = None
       if not python_hooked_session.runs_natively(self.tf_sess):
         # A wrapped session: TF's own queue-runner threads, through its run.
         queue_runner.start_tf_queue_runners(self.tf_sess, self.coord)
       else:
         queue_runner.start_tf_queue_runners(self.tf_sess, self.coord, with_threads=False)
         if ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
-          self.queue_runners = QueueRunners(self.tf_sess, self.coord)
+          queue_runners = QueueRunners(self.tf_sess, self.coord)
       try:
         self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
       except Exception:
         # TF leaves its queue-runner threads running forever when a hook
         # fails here; nothing fastmts started outlives the failed creation.
-        if self.queue_runners is not None:
-          self.queue_runners.shut_down(self.coord, session_layers.QUEUE_RUNNER_STOP_SECS)
+        if queue_runners is not None:
+          queue_runners.shut_down(self.coord, session_layers.QUEUE_RUNNER_STOP_SECS)
         # TF wrote the start's graph files before what failed (a hook after
         # the saver's, the first save): on disk when the error is raised. An
         # error writing them is what TF would have raised first.
         graph_files.wait_and_raise(self.tf_sess.graph)
         raise
       return session_layers._CoordinatedSession(  # pylint: disable=protected-access
-          self._hooked, self.coord, self.queue_runners, self._stop_grace_period_secs,
+          self._hooked, self.coord, queue_runners, self._stop_grace_period_secs,
           self._stop_policy)
 
   def _close_internal(self, exception_type=None):
@@ -499,16 +497,16 @@ class _MonitoredSession:
       self._preemption.after_close(closed)
 
   def _close_session(self, exception_type):
-    tf_sess = self._coordinated_creator.tf_sess
+    tf_sess = self._tf_sess()
     graph = ops.get_default_graph() if tf_sess is None else tf_sess.graph
     try:
-      self._coordinated_creator.hooked.write_hook_state_to_tf_hooks()
+      self._hooked.write_hook_state_to_tf_hooks()
       if not exception_type:
-        self._coordinated_creator.hooked.end()
+        self._hooked.end()
       if self._agreement is not None:
-        self._agreement.barrier(self._coordinated_creator.tf_sess)
+        self._agreement.barrier(tf_sess)
     finally:
-      report = self._coordinated_creator.hooked.cost_report()
+      report = self._hooked.cost_report()
       if report is not None and self._sess is not None:
         logging.info('fastmts hook cost report at close:\n%s', report)
       try:
@@ -517,9 +515,7 @@ class _MonitoredSession:
         self._sess.close()
       finally:
         self._sess = None
-        self._coordinated_creator.tf_sess = None
-        self._coordinated_creator.coord = None
-        self._coordinated_creator.queue_runners = None
+        self._coordinated_creator.forget_session()
         if not self._graph_was_finalized:
           ops.get_default_graph()._unsafe_unfinalize()  # pylint: disable=protected-access
         # The start's graph files (graph_files) on disk before close returns.
@@ -530,23 +526,22 @@ class _MonitoredSession:
   def coordinator(self):
     """The Coordinator of the current session (None when closed): its
     threads stop when it does; hooks get it in after_create_session."""
-    return self._coordinated_creator.coord
+    return None if self._sess is None else self._sess.coordinator
 
   @property
   def queue_runner_threads(self):
     """The threads running the graph's QueueRunners (native ones, thread-
     like: name, is_alive(), join(); Python threading.Threads for runners
     that run their own loop); empty when there are none or when closed."""
-    runners = self._coordinated_creator.queue_runners
-    return list(runners.threads) if runners is not None else []
+    return [] if self._sess is None else self._sess.queue_runner_threads
 
   def _is_closed(self):
     """True once closed (for tests, as in TF)."""
-    return self._coordinated_creator.tf_sess is None
+    return self._tf_sess() is None
 
   def _tf_sess(self):
     """The underlying tf.compat.v1.Session (None when closed)."""
-    return self._coordinated_creator.tf_sess
+    return None if self._sess is None else self._sess.raw_session
 
 
 # The public classes also subclass TF's, only so that isinstance checks
@@ -567,29 +562,37 @@ class MonitoredSession(_MonitoredSession, _tf_monitored_session.MonitoredSession
   each `run()` calls the hooks around one merged run; `close()` calls `end()`
   and closes, and the context manager suppresses `OutOfRangeError` and
   `StopIteration`. `AbortedError`/`UnavailableError` re-create the session.
-  fastmts only: `recovery`, `end_on_interrupt` and `agreed_stop` as
-  `MonitoredTrainingSession`'s.
+  fastmts only: `options`, a fastmts.SessionOptions, or the keywords
+  `recovery`, `end_on_interrupt` and `agreed_stop`.
   """
 
   def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120, *,
-               recovery=None, end_on_interrupt=False, agreed_stop=None):
+               options=None, **fastmts_options):
+    options = SessionOptions.of(options, fastmts_options, 'MonitoredSession', SESSION_KEYWORDS)
     super().__init__(session_creator, hooks, should_recover=True,
-                     stop_grace_period_secs=stop_grace_period_secs, recovery=recovery,
-                     end_on_interrupt=end_on_interrupt, agreed_stop=agreed_stop)
+                     stop_grace_period_secs=stop_grace_period_secs, options=options)
 
 
 class SingularMonitoredSession(_MonitoredSession, _tf_monitored_session.SingularMonitoredSession,
                                metaclass=class_identity.StandsFor,
                                stands_for=_tf_monitored_session.SingularMonitoredSession):
-  """Like `MonitoredSession`, always a chief, no recovery, with `raw_session()`."""
+  """Like `MonitoredSession`, always a chief, no recovery, with `raw_session()`.
+  fastmts only: `options`, or the keywords `end_on_interrupt` and
+  `agreed_stop` (its recovery is None: it never re-creates its session)."""
 
   def __init__(self, hooks=None, scaffold=None, master='', config=None, checkpoint_dir=None,
-               stop_grace_period_secs=120, checkpoint_filename_with_path=None):
+               stop_grace_period_secs=120, checkpoint_filename_with_path=None, *,
+               options=None, **fastmts_options):
+    options = SessionOptions.of(options, fastmts_options, 'SingularMonitoredSession',
+                                SESSION_KEYWORDS)
+    if options.recovery is not None:
+      raise ValueError('SingularMonitoredSession never re-creates its session: its recovery '
+                       'must be None, got %r' % (options.recovery,))
     session_creator = ChiefSessionCreator(
         scaffold=scaffold, master=master, config=config, checkpoint_dir=checkpoint_dir,
         checkpoint_filename_with_path=checkpoint_filename_with_path)
     super().__init__(session_creator, hooks, should_recover=False,
-                     stop_grace_period_secs=stop_grace_period_secs)
+                     stop_grace_period_secs=stop_grace_period_secs, options=options)
 
   def raw_session(self):
     """Returns underlying `TensorFlow.Session` object."""

@@ -29,7 +29,6 @@ import time
 from tensorflow.python.framework import errors
 from tensorflow.python.platform import tf_logging as logging
 
-from fastmts._internal import async_checkpoint as async_checkpoint_lib
 from fastmts._internal import errors as fastmts_errors
 from fastmts import queue_runner
 
@@ -188,6 +187,12 @@ class _WrappedSession:
     run_steps(fetches, max_steps, feed_dict, progress): steps until a stop,
       counted in `progress` (a LoopProgress); the last step's results.
     run_step_fn(step_fn, raw_session, run_with_hooks)
+    raw_session: the tf.compat.v1.Session at the bottom (None once closed).
+    coordinator: the Coordinator of the session's threads (None once closed).
+    queue_runner_threads: the threads running the graph's QueueRunners.
+    steps_run: the steps completed so far, failed ones excluded.
+  The bottom layer, HookedSession (hooked_session), answers each of these
+  over the raw session itself.
   """
 
   def __init__(self, sess):
@@ -228,6 +233,22 @@ class _WrappedSession:
     run_with_hooks = run_with_hooks or self.run
     return step_fn(StepContext(raw_session, run_with_hooks))
 
+  @property
+  def raw_session(self):
+    return None if self._sess is None else self._sess.raw_session
+
+  @property
+  def coordinator(self):
+    return None if self._sess is None else self._sess.coordinator
+
+  @property
+  def queue_runner_threads(self):
+    return [] if self._sess is None else self._sess.queue_runner_threads
+
+  @property
+  def steps_run(self):
+    return self._sess.steps_run
+
 
 class _RecoverableSession(_WrappedSession):
   """Re-creates the wrapped session on AbortedError / UnavailableError (see
@@ -239,6 +260,7 @@ class _RecoverableSession(_WrappedSession):
     self._stop_policy = stop_policy
     self._recreations = 0  # consecutive, since the last successful step
     self._steps_at_last_recreation = None
+    self._sess = None
     super().__init__(self._create_session())
 
   def _before_recreating(self, error):
@@ -249,7 +271,8 @@ class _RecoverableSession(_WrappedSession):
     self._stop_policy.check_recreation()
     if self._policy is None:
       return
-    steps = self._sess_creator.hooked.steps_run
+    # No session (its creation failed): no step ran since the last count.
+    steps = self._sess.steps_run if self._sess else self._steps_at_last_recreation
     if steps != self._steps_at_last_recreation:
       self._recreations = 0
     self._steps_at_last_recreation = steps
@@ -391,15 +414,16 @@ class _CoordinatedSession(_WrappedSession):
 
   def _close_hooked(self):
     hooked, self._sess = self._sess, None
-    if hooked is None:
-      return
-    tf_sess = hooked.tf_sess
-    hooked.detach()  # native code must not hold the session past its close
-    async_checkpoint_lib.settle_writes_on(tf_sess)  # its save op runs on the session
-    try:
-      tf_sess.close()
-    except RECOVERABLE_ERRORS as e:
-      log_close_error(e)
+    if hooked is not None:
+      hooked.close()
+
+  @property
+  def coordinator(self):
+    return self._coord
+
+  @property
+  def queue_runner_threads(self):
+    return [] if self._queue_runners is None else list(self._queue_runners.threads)
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     try:
@@ -409,13 +433,15 @@ class _CoordinatedSession(_WrappedSession):
 
   def run_steps(self, fetches, max_steps, feed_dict, progress):
     try:
-      return self._sess.run_steps(fetches, max_steps, feed_dict, self._coord, progress)
+      return self._sess.run_steps(fetches, max_steps, feed_dict, progress)
     except Exception as e:  # pylint: disable=broad-except
       self._raise_run_error(e)
 
   def run_failed(self, error, fetches):
-    del fetches  # nothing is retried at this level
-    self._raise_run_error(error)
+    try:
+      return self._sess.run_failed(error, fetches)  # raises: nothing is retried below
+    except Exception as e:  # pylint: disable=broad-except
+      self._raise_run_error(e)
 
   def _raise_run_error(self, original_exception):
     """As TF: a step's own error is raised, unless the coordinator holds a

@@ -12,6 +12,7 @@ release fastmts supports (1.15 to 2.21): every hook's own Python methods,
 the merged fetches, feeds and options (TF's merge rule), the object's `run`.
 TFHookDispatch adds only what a fastmts layer asks of a dispatcher.
 """
+from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.client import session as session_lib
 from tensorflow.python.training import monitored_session as _tf_monitored_session
 
@@ -41,21 +42,37 @@ def merge_run_options(options, incoming_options):
       None, options, incoming_options)
 
 
+# What a native hook's full-trace request merges into a step's options.
+_FULL_TRACE = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
+
+
+def merge_full_trace(options):
+  """The full-trace rule, on the Python side: a native hook asked for a full
+  trace of the step (ProfilerHook), so `options` (a RunOptions: the step's
+  merged ones, which Python hooks' after_run see, or the caller's own, into
+  which TF merges) carry FULL_TRACE, by TF's merge rule: the larger trace
+  level wins, and FULL_TRACE is the largest (tests/test_hook_profiler.py
+  pins that order). The native side appends the same field to the step's
+  serialized options (cpp/core/run_options.h, with_full_trace)."""
+  merge_run_options(options, _FULL_TRACE)
+
+
 class TFHookDispatch:
   """The hooks of one monitored session around `sess.run`, by TF's own
-  _HookedSession; the calls a HookedSession takes from its dispatcher
-  (run, run_steps, end, should_stop, request_stop) and the steps it ran."""
+  _HookedSession; the calls a HookedSession hands its dispatcher (run,
+  run_steps, end, should_stop, request_stop) and the steps it ran."""
 
-  def __init__(self, sess, hooks):
+  def __init__(self, sess, coord, hooks):
     self._sess = sess
+    self._coord = coord
     self._hooks = hooks
     self._tf_hooked = _tf_monitored_session._HookedSession(sess, hooks)  # pylint: disable=protected-access
     self.steps_run = 0
 
-  def after_create_session(self, coord):
+  def after_create_session(self):
     """Every hook's after_create_session, in order (TF's creator calls them)."""
     for hook in self._hooks:
-      hook.after_create_session(self._sess, coord)
+      hook.after_create_session(self._sess, self._coord)
 
   def end(self):
     """Every hook's end(), in order (TF's _MonitoredSession calls them)."""
@@ -80,11 +97,12 @@ class TFHookDispatch:
     self.steps_run += 1
     return outputs
 
-  def run_steps(self, fetches, max_steps, feed_dict, coord, progress):
+  def run_steps(self, fetches, max_steps, feed_dict, progress):
     """run() until stop, `max_steps` (None: no bound) or the coordinator's
     stop, as the native loop does, counting them in `progress`; the last
     step's results, or None."""
     result = None
+    coord = self._coord
     while ((max_steps is None or progress.steps < max_steps) and not self.should_stop() and
            not (coord is not None and coord.should_stop())):
       result = self.run(fetches, feed_dict)
