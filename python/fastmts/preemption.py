@@ -32,10 +32,11 @@ The handlers are Python's (`signal.signal`), so the hook must begin in the
 main thread; it puts the previous handlers back when the session closes (TF's
 own MonitoredSession: at the hook's end(), or `release()`).
 
-The hook only feeds its preemption policy (a SessionPreemption,
-_internal/session_preemption.py, made with the hook), which owns the
-record and the signal handlers and routes the signal to the stop, and saves
-the step; a fastmts session adopts that policy and asks it the rest.
+The hook does two things: it feeds its preemption policy (a
+SessionPreemption, _internal/session_preemption.py, made with the hook),
+which owns the record and the signal handlers and routes the signal to the
+stop; and, on the chief, it saves the step. A fastmts session adopts that
+policy and asks it the rest.
 """
 import numbers
 import os
