@@ -15,21 +15,6 @@ from fastmts.agreed_stop import AgreedStop
 from fastmts.agreed_stop import AgreedStopRecord
 
 
-def stop_on_signal(agreement, hooked, exit_code):
-  """A watched signal arrived (in its handler: takes no lock) and asks the
-  session `hooked` (its HookedSession) to stop, with `exit_code` (128 + the
-  signal). Without an agreed stop (`agreement` None) the step in flight is
-  the last: the session and its coordinator stop at once. With one, it is
-  this rank's wish (`agreement.wish`): the session stops at the step the
-  ranks' vote agrees on, and its coordinator with it at close."""
-  if agreement is not None:
-    agreement.wish(exit_code)
-    return
-  hooked.request_stop()
-  if hooked.coord is not None:  # none while the session is being created
-    hooked.coord.native.request_stop()  # fastmts's Coordinator: native, no lock
-
-
 def _output(tensor):
   return tensor.op._c_op, tensor.value_index  # pylint: disable=protected-access
 
@@ -82,3 +67,18 @@ class SessionAgreement:
     """An AgreedStopRecord once the ranks agreed to stop, else None."""
     outcome = self.native.outcome
     return None if outcome == 0 else AgreedStopRecord(self.native.steps, outcome)
+
+
+def stop_on_signal(agreement, hooked, exit_code):
+  """A watched signal arrived (in its handler: takes no lock) and asks the
+  session `hooked` (its HookedSession) to stop, with `exit_code` (128 + the
+  signal). Without an agreed stop (`agreement` None) the step in flight is
+  the last: the session and its coordinator stop at once. With one, it is
+  this rank's wish (`agreement.wish`): the session stops at the step the
+  ranks' vote agrees on, and its coordinator with it at close."""
+  if agreement is not None:
+    agreement.wish(exit_code)
+    return
+  hooked.request_stop()
+  if hooked.coord is not None:  # none while the session is being created
+    hooked.coord.native.request_stop()  # fastmts's Coordinator: native, no lock
