@@ -189,6 +189,34 @@ def test_sigterm_is_a_wish_and_the_chief_checkpoints_the_agreed_step(tmp_path, l
 
 
 @pytest.mark.timeout(_LOCAL_TEST_SECS)
+@pytest.mark.parametrize('agreed', [False, True], ids=['alone', 'agreed'])
+def test_the_agreed_stop_decides_what_a_signal_stops(agreed):
+  """What a signal means to the session is the agreed stop's decision
+  (session_agreement.stop_on_signal): without one, the session and its
+  coordinator stop after the signalled step; with one, the signal is this
+  rank's wish: both go on to the vote (every 4 steps here), after which
+  the session stops, and its coordinator at close."""
+  seen = []
+  with tf.Graph().as_default():
+    _, train_op, peer = _graph()
+    agreed_stop = fastmts.AgreedStop(_PeerEngine(peer), 4) if agreed else None
+    with fastmts.MonitoredTrainingSession(hooks=[_SetAtStep(3, kill=signal.SIGTERM)],
+                                          agreed_stop=agreed_stop, preemption=True,
+                                          log_step_count_steps=None,
+                                          save_summaries_steps=None) as sess:
+      while not sess.should_stop():
+        sess.run(train_op)
+        seen.append((sess.should_stop(), sess.coordinator.should_stop()))
+  if agreed:
+    assert seen == [(False, False)] * 3 + [(True, False)]
+    assert sess.agreed_stop.exit_code == 143
+  else:
+    assert seen == [(False, False)] * 2 + [(True, True)]
+  assert (sess.preemption.exit_code, sess.preemption.by_peer) == (143, False)
+  assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@pytest.mark.timeout(_LOCAL_TEST_SECS)
 def test_a_peers_preemption_is_this_ranks_and_the_chief_checkpoints(tmp_path):
   ckpt = str(tmp_path)
 

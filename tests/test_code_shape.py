@@ -4,12 +4,16 @@ classes, and where the preemption feature may be named.
 - No Python function over 60 lines or class over 300 in python/fastmts,
   unless its docstring gives the reason ("Over 60 lines: ...").
 - No C++ function over 80 lines in cpp/.
-- The word "preemption" only in the preemption policy (preemption.py,
+- The word "preemption" only in the preemption feature (its hook,
+  preemption.py, and the policy the hook feeds,
   _internal/session_preemption.py), its hook's entry in the native-runner registry,
   the session's ownership of them (monitored_session.py) and the public
   names (__init__.py); TF's own message texts quoted as string literals
   do not count, nor does a docstring's `preemption=True` (the public
   argument, which an example that promises a signal's exit code must show).
+- The hook and its policy reach no private member of each other: the hook
+  feeds the policy through its public methods only, and the policy never
+  calls back into the hook.
 (No TF version comparison outside _tensorflow.py: test_tensorflow_releases.py.)
 """
 
@@ -30,8 +34,8 @@ PYTHON_CLASS_LINES = 300
 CPP_FUNCTION_LINES = 80
 
 _PREEMPTION_OWNERS = {
-    'preemption.py',  # the hook, its policy, record and error
-    '_internal/session_preemption.py',  # the session-level policy the layers ask
+    'preemption.py',  # the hook and its PreemptionPolicy (signals, grace period)
+    '_internal/session_preemption.py',  # the policy the hook feeds: record, error, signal routing
     'monitored_session.py',  # the session's ownership of both
     'basic_session_run_hooks.py',  # the hook's entry in the native-runner registry
     '__init__.py',  # the public names
@@ -225,3 +229,40 @@ def test_the_preemption_check_reads_names_comments_and_docstrings():
   example = '"""Example:\n\n    MonitoredTrainingSession(..., preemption=True)\n"""\n'
   assert not preemption_mentions(example)
   assert preemption_mentions(example.replace('=True', '=True, about preemption'))
+
+
+def private_members(text):
+  """The private names a module's classes define: methods and `self._x`."""
+  names = set()
+  for cls in (n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef)):
+    for node in ast.walk(cls):
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        names.add(node.name)
+      elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and
+            isinstance(node.value, ast.Name) and node.value.id == 'self'):
+        names.add(node.attr)
+  return {n for n in names if n.startswith('_') and not n.startswith('__')}
+
+
+def private_reaches(text):
+  """The private names a module reaches on objects other than `self` and
+  `cls` (`hook._feeds`, `other._x`)."""
+  return {node.attr for node in ast.walk(ast.parse(text))
+          if isinstance(node, ast.Attribute) and node.attr.startswith('_') and
+          not node.attr.startswith('__') and
+          not (isinstance(node.value, ast.Name) and node.value.id in ('self', 'cls'))}
+
+
+def test_the_preemption_hook_and_its_policy_reach_no_private_member_of_the_other():
+  hook = (PACKAGE / 'preemption.py').read_text()
+  policy = (PACKAGE / '_internal' / 'session_preemption.py').read_text()
+  for reaching, owning in ((hook, policy), (policy, hook)):
+    crossing = private_reaches(reaching) & private_members(owning)
+    assert not crossing, sorted(crossing)
+
+
+def test_the_private_member_check_finds_a_crossing():
+  owner = 'class Hook:\n  def _feeds(self, p):\n    self._session = p\n'
+  caller = 'class Policy:\n  def __init__(self, hook):\n    hook._feeds(self)\n    self._x = 1\n'
+  assert private_members(owner) == {'_feeds', '_session'}
+  assert private_reaches(caller) == {'_feeds'}

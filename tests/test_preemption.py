@@ -147,6 +147,29 @@ def test_tf_monitored_session_with_the_hook_stops_and_saves_as_fastmts(tmp_path,
 
 
 @pytest.mark.timeout(60)
+def test_a_hook_a_fastmts_session_let_go_serves_tf_monitored_session_next(tmp_path,
+                                                                         user_handler):
+  """A fastmts session adopts the hook's policy until its close: the same
+  hook then serves TF's own MonitoredSession, stopping it through its
+  coordinator, saving in end() and putting the handlers back."""
+  ckpt = str(tmp_path)
+  with tf.Graph().as_default():
+    train_op = _model()
+    hook = fastmts.PreemptionHook(ckpt)
+    with fastmts.MonitoredSession(hooks=[hook]) as sess:
+      sess.run(train_op)
+    assert hook.preemption is None and sess.preemption is None
+    assert signal.getsignal(signal.SIGTERM) is user_handler
+    with tf.compat.v1.train.MonitoredSession(hooks=[hook]) as tf_sess:
+      steps = _train(tf_sess, train_op, 'run')  # initialized again: the signal at step K
+  assert steps == K
+  assert preemption_utils.latest_checkpoint(ckpt) == preemption_utils.consistent(K)
+  assert (hook.preemption.step, hook.preemption.signals_received) == (K, 1)
+  assert user_handler.calls == [(signal.SIGTERM, None)]
+  assert signal.getsignal(signal.SIGTERM) is user_handler
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize('impl', ['tf', 'fastmts'])
 def test_without_opting_in_the_signal_disposition_is_untouched(tmp_path, impl):
   """Off by default, as TF: the session installs no handler (a SIGTERM would

@@ -271,7 +271,7 @@ class _MonitoredSession:
     self._agreement = None
     me = weakref.proxy(self)
     self._preemption = session_preemption.SessionPreemption.of(
-        self._hooks, lambda: me._stop_after_step_in_flight())  # pylint: disable=protected-access
+        self._hooks, lambda exit_code: me._stop_after_step_in_flight(exit_code))  # pylint: disable=protected-access
     try:
       for h in self._hooks:
         # A stock hook's begin() first gets its FileWriter from the cache; made
@@ -322,15 +322,11 @@ class _MonitoredSession:
           fast_run, lambda *args, **kwargs: _MonitoredSession.run(me, *args, **kwargs))
     return fast_run
 
-  def _stop_after_step_in_flight(self):
-    """A stop signal arrived (in its handler): the step in flight, if any,
-    is the last one; with an agreed stop, this rank's wish, and True (the
-    coordinator stops with the session, at the step the ranks agree on)."""
-    if self._agreement is not None:
-      self._agreement.wish(self._preemption.record.exit_code)
-      return True
-    self._hooked.request_stop()
-    return False
+  def _stop_after_step_in_flight(self, exit_code):
+    """A stop signal arrived (in its handler), meaning `exit_code`: the
+    step in flight, if any, is the last one, unless the agreed stop has the
+    ranks vote (session_agreement.stop_on_signal decides)."""
+    session_agreement.stop_on_signal(self._agreement, self._hooked, exit_code)
 
   @property
   def preemption(self):
@@ -485,9 +481,8 @@ class _MonitoredSession:
           self._stop_policy)
 
   def _close_internal(self, exception_type=None):
-    agreed = self.agreed_stop
-    if agreed is not None and agreed.preempted:  # a peer's preemption is this rank's too
-      self._preemption.preempted_by_peer(agreed.exit_code - 128)
+    if self._agreement is not None:  # a peer's signal that stopped the ranks is this rank's too
+      self._agreement.report_peer_signal(self._preemption)
     self._preemption.before_close()
     closed = False
     try:

@@ -32,16 +32,16 @@ The handlers are Python's (`signal.signal`), so the hook must begin in the
 main thread; it puts the previous handlers back when the session closes (TF's
 own MonitoredSession: at the hook's end(), or `release()`).
 
-The hook only notices the signal and saves; a fastmts session asks the rest
-of its SessionPreemption (session_preemption.py), the session-level policy
-the hook feeds.
+The hook does two things: it feeds its preemption policy (a
+SessionPreemption, _internal/session_preemption.py, made with the hook),
+which owns the record and the signal handlers and routes the signal to the
+stop; and, on the chief, it saves the step. A fastmts session adopts that
+policy and asks it the rest.
 """
 import numbers
 import os
 import re
 import signal
-import threading
-import time
 
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import gfile
@@ -51,6 +51,10 @@ from tensorflow.python.training import training_util
 
 from fastmts import _native
 from fastmts import _python_compat
+from fastmts._internal import session_preemption
+# The record and error are made by the policy; users import them from here.
+from fastmts._internal.session_preemption import Preempted  # pylint: disable=unused-import
+from fastmts._internal.session_preemption import Preemption  # pylint: disable=unused-import
 from fastmts._tensorflow import checkpoint_management
 
 _UNCATCHABLE = tuple(s for s in (getattr(signal, 'SIGKILL', None),
@@ -117,140 +121,6 @@ class PreemptionPolicy:
         ', '.join('signal.%s' % s.name for s in self.signals), self.grace_period_secs)
 
 
-class Preemption:
-  """What happened after a preemption signal (`MonitoredSession.preemption`).
-
-  Attributes:
-    signal: the first signal received (a `signal.Signals`).
-    signals_received: every delivery counted until the session closed.
-    received_at: `time.time()` when the first signal's handler ran: at once
-      between steps, or when a long TF call of the main thread (a periodic
-      save) returns; the seconds below count from then.
-    step: the global step of the checkpoint written at the stop (chief), or
-      None (worker; or the stop was cut short, e.g. the save failed).
-    checkpoint_path: that checkpoint's path prefix, or None.
-    seconds_to_checkpoint: from the signal until that checkpoint was complete.
-    seconds_to_close: from the signal until the session had closed.
-    exit_code: 128 + the signal (143 for SIGTERM), what a shell reports for a
-      process the signal ended: exit with it if the cluster expects that.
-    by_peer: True when the signal went to another rank of the job and the
-      ranks agreed to stop (fastmts.AgreedStop): `received_at` is then when
-      this rank began to close.
-  """
-
-  def __init__(self, signum, grace_period_secs):
-    self.signal = signal.Signals(signum)
-    self.signals_received = 1
-    self.received_at = time.time()
-    self._received_monotonic = time.monotonic()
-    self.grace_period_secs = grace_period_secs
-    self.step = None
-    self.checkpoint_path = None
-    self.seconds_to_checkpoint = None
-    self.seconds_to_close = None
-    self.by_peer = False
-
-  @property
-  def exit_code(self):
-    """128 + the signal number."""
-    return 128 + int(self.signal)
-
-  def seconds_since_signal(self):
-    """Seconds since the first signal (monotonic clock)."""
-    return time.monotonic() - self._received_monotonic
-
-  def grace_left(self):
-    """Seconds of the grace period still left (never below 0)."""
-    return max(0.0, self.grace_period_secs - self.seconds_since_signal())
-
-  def __repr__(self):
-    return ('Preemption(signal=%s, signals_received=%d, step=%r, checkpoint_path=%r, '
-            'seconds_to_checkpoint=%s, seconds_to_close=%s)' % (
-                self.signal.name, self.signals_received, self.step, self.checkpoint_path,
-                _secs(self.seconds_to_checkpoint), _secs(self.seconds_to_close)))
-
-
-def _secs(value):
-  return 'None' if value is None else '%.3f' % value
-
-
-class Preempted(RuntimeError):
-  """Raised where training cannot go on after a preemption signal: a `run`
-  after the stop, a worker's wait for the chief, a session re-creation.
-  `preemption` is the session's `Preemption` record."""
-
-  def __init__(self, message, preemption):
-    super().__init__(message)
-    self.preemption = preemption
-
-
-class _SignalRouter:
-  """One Python handler per watched signal, process-wide, shared by every
-  active PreemptionHook; the handler that was there before is called as
-  well and put back when the last hook watching that signal is released."""
-
-  def __init__(self):
-    self._hooks = []
-    self._previous = {}      # signal -> the handler before ours
-    self._deferred = []      # (previous handler, signum) to call at release
-    # One bound method, so that getsignal() can tell whether ours is still in place.
-    self._handler = self._handle
-
-  def add(self, hook):
-    if threading.current_thread() is not threading.main_thread():
-      raise ValueError('fastmts.PreemptionHook watches signals, which Python lets only the '
-                       'main thread do: create the monitored session in the main thread')
-    for s in hook.policy.signals:
-      if s not in self._previous:
-        self._previous[s] = signal.signal(s, self._handler)
-    self._hooks.append(hook)
-
-  def remove(self, hook):
-    if hook not in self._hooks:
-      return
-    self._hooks.remove(hook)
-    watched = {s for h in self._hooks for s in h.policy.signals}
-    if threading.current_thread() is threading.main_thread():
-      # (Elsewhere Python cannot: ours stays, passing signals on as before.)
-      for s in [s for s in self._previous if s not in watched]:
-        previous = self._previous.pop(s)
-        if signal.getsignal(s) is self._handler:  # a handler installed after ours stays
-          signal.signal(s, previous if previous is not None else signal.SIG_DFL)
-    if not any(h.stopping for h in self._hooks):
-      deferred, self._deferred = self._deferred, []
-      for handler, signum in deferred:
-        handler(signum, None)
-
-  def _pass_on(self, signum, frame):
-    """Does what the handler before ours would have done."""
-    previous = self._previous.get(signum)
-    if callable(previous):
-      previous(signum, frame)
-    elif previous != signal.SIG_IGN:  # the default action, e.g. ending the process
-      signal.signal(signum, signal.SIG_DFL)
-      del self._previous[signum]
-      os.kill(os.getpid(), signum)
-
-  def _handle(self, signum, frame):
-    hooks = [h for h in self._hooks if signum in h.policy.signals]
-    if not hooks:  # left in place by a release outside the main thread
-      self._pass_on(signum, frame)
-      return
-    first = not any(h.preemption is not None for h in hooks)
-    for hook in hooks:
-      hook._signalled(signum)  # pylint: disable=protected-access
-    previous = self._previous.get(signum)
-    if not callable(previous) or previous is signal.default_int_handler:
-      return  # SIG_DFL / SIG_IGN / Ctrl-C's KeyboardInterrupt would cut the stop
-    if first:
-      previous(signum, frame)
-    else:
-      self._deferred.append((previous, signum))
-
-
-_ROUTER = _SignalRouter()
-
-
 class PreemptionHook(session_run_hook.SessionRunHook):
   """Stops training at the step boundary on a preemption signal and, given a
   `checkpoint_dir`, checkpoints that step at the stop (see the module doc).
@@ -259,6 +129,10 @@ class PreemptionHook(session_run_hook.SessionRunHook):
   waits, `Preempted`) and with TF's own MonitoredSession (the stop through
   the coordinator, the save in end()). Put it after any CheckpointSaverHook:
   what that hook's end() saved is not saved again.
+
+  The hook feeds its preemption policy, `session_preemption` (a
+  SessionPreemption, made with the hook), which owns the record and routes
+  the signal to the stop; `preemption` is that record.
 
   Args:
     checkpoint_dir: where the chief saves; None on a worker (nothing saved).
@@ -280,16 +154,13 @@ class PreemptionHook(session_run_hook.SessionRunHook):
     self._scaffold = scaffold
     self._basename = checkpoint_basename
     self._global_step = None
-    self._coord = None
-    self._session = None       # the SessionPreemption it feeds, in a fastmts session
-    self._ending = False       # its end() after a signal is under way
-    self.preemption = None     # a Preemption once a signal arrived
+    self.session_preemption = session_preemption.SessionPreemption(
+        policy, checkpoints=self._checkpoint_dir is not None)
 
   @property
-  def stopping(self):
-    """Whether the stop's work (the session's close, this end()) is under
-    way: further signals wait for it to end."""
-    return self._ending or (self._session is not None and self._session.closing)
+  def preemption(self):
+    """The Preemption record once a signal arrived, else None."""
+    return self.session_preemption.record
 
   def begin(self):
     """Finds the global step (to checkpoint) and starts watching the signals."""
@@ -298,63 +169,25 @@ class PreemptionHook(session_run_hook.SessionRunHook):
       if self._global_step is None:
         raise RuntimeError('Global step should be created to use PreemptionHook with a '
                            'checkpoint_dir.')
-    _ROUTER.add(self)
+    self.session_preemption.watch()
 
   def after_create_session(self, session, coord):
-    """Keeps the coordinator to stop; stops at once if the signal came while
-    the session was being created."""
-    self._coord = coord
-    if self.preemption is not None:  # the signal came while the session was made
-      self._stop()
+    """Hands the coordinator to the policy, which stops at once if the
+    signal came while the session was being created."""
+    del session
+    self.session_preemption.session_created(coord)
 
   def end(self, session):
     """After a signal, on the chief: checkpoints the last step, unless an
     earlier hook's end() (TF's CheckpointSaverHook) already has."""
-    if self.preemption is None:
-      self._release_unless_session_does()
-      return
-    self._ending = True
-    try:
-      if self._checkpoint_dir is not None:
+    with self.session_preemption.hook_ending():
+      if self.preemption is not None and self._checkpoint_dir is not None:
         self._checkpoint(session)
-    finally:
-      self._release_unless_session_does()
 
   def release(self):
     """Puts back the signal handlers that were there before (and calls the
     user's handler for signals that came during the stop). Idempotent."""
-    self._ending = False
-    _ROUTER.remove(self)
-
-  def _feeds(self, session_preemption):
-    """A fastmts session runs this hook: the signal is reported to its
-    SessionPreemption, which also releases the hook when the session closes."""
-    self._session = session_preemption
-
-  def _release_unless_session_does(self):
-    if self._session is None:
-      self.release()
-
-  def _signalled(self, signum):
-    if self.preemption is not None:
-      self.preemption.signals_received += 1
-      return
-    self.preemption = Preemption(signum, self.policy.grace_period_secs)
-    logging.warning('fastmts: %s received: training stops after the step in flight%s.',
-                    self.preemption.signal.name,
-                    ', which is checkpointed' if self._checkpoint_dir is not None else '')
-    self._stop()
-
-  def _preempted_by_peer(self, signum):
-    if self.preemption is None:
-      self.preemption = Preemption(signum, self.policy.grace_period_secs)
-      self.preemption.by_peer = True
-
-  def _stop(self):
-    if self._session is not None and self._session.signalled():
-      return  # the ranks agree on the stop: the coordinator stops with the session
-    if self._coord is not None:
-      _request_stop(self._coord)
+    self.session_preemption.release()
 
   def _checkpoint(self, session):
     step = int(session.run(self._global_step))
@@ -364,9 +197,7 @@ class PreemptionHook(session_run_hook.SessionRunHook):
       gfile.MakeDirs(self._checkpoint_dir)
       logging.info('Saving checkpoints for %d into %s.', step, latest)
       latest = self._get_saver().save(session, latest, global_step=step)
-    self.preemption.step = step
-    self.preemption.checkpoint_path = latest
-    self.preemption.seconds_to_checkpoint = self.preemption.seconds_since_signal()
+    self.session_preemption.checkpointed(step, latest)
 
   def _get_saver(self):
     if self._saver is not None:
@@ -383,25 +214,6 @@ class PreemptionHook(session_run_hook.SessionRunHook):
 def _step_of(checkpoint_path):
   match = re.search(r'-(\d+)$', checkpoint_path)
   return int(match.group(1)) if match else None
-
-
-def _request_stop(coord):
-  """Stops `coord` from a signal handler, which runs in the main thread
-  between two bytecodes: it must not wait for a lock that thread may hold.
-  fastmts's coordinator stops natively; another (TF's) is stopped here if
-  its lock is free, else from a short-lived thread once it is."""
-  native = getattr(coord, 'native', None)
-  if isinstance(native, _native.Coordinator):
-    native.request_stop()
-    return
-  lock = getattr(coord, '_lock', None)
-  if lock is None or lock.acquire(blocking=False):
-    if lock is not None:
-      lock.release()
-    coord.request_stop()
-    return
-  threading.Thread(target=coord.request_stop, name='fastmts-preemption-stop',
-                   daemon=True).start()
 
 
 class NativePreemptionHook:

@@ -5,7 +5,10 @@ the session is created (the graph is not finalized yet): the vote's ops in
 the graph and the native StopAgreement, which the native HookedSession then
 asks after every step (cpp/core/agreed_stop.h). A hook's stop request and a
 watched signal (SIGTERM) become this rank's wish; the vote turns the ranks' wishes
-into one stop at one step. See docs/distributed.md.
+into one stop at one step. What a signal means to a session is decided here
+(stop_on_signal: at once, or a wish), and so is what the vote's outcome
+means to this rank (a signal to another rank is this rank's too). See
+docs/distributed.md.
 """
 from fastmts import _native
 from fastmts.agreed_stop import AgreedStop
@@ -42,6 +45,15 @@ class SessionAgreement:
     wishes to stop with `exit_code`, which the vote hands every rank."""
     self.native.wish(exit_code)
 
+  def report_peer_signal(self, stop_policy):
+    """Before the close: if the ranks agreed to stop because another rank
+    got a signal (the vote's exit code is 128 + it), `stop_policy` (the
+    session's) records it as this rank's own (preempted_by_peer), so that the
+    chief checkpoints the step and every rank reports the same."""
+    record = self.record
+    if record is not None and record.preempted:
+      stop_policy.preempted_by_peer(record.exit_code - 128)
+
   def barrier(self, tf_sess):
     """At the close of ranks that agreed to stop, after the hooks' end()
     (the chief's checkpoint): one more vote, which every rank runs once, so
@@ -55,3 +67,18 @@ class SessionAgreement:
     """An AgreedStopRecord once the ranks agreed to stop, else None."""
     outcome = self.native.outcome
     return None if outcome == 0 else AgreedStopRecord(self.native.steps, outcome)
+
+
+def stop_on_signal(agreement, hooked, exit_code):
+  """A watched signal arrived (in its handler: takes no lock) and asks the
+  session `hooked` (its HookedSession) to stop, with `exit_code` (128 + the
+  signal). Without an agreed stop (`agreement` None) the step in flight is
+  the last: the session and its coordinator stop at once. With one, it is
+  this rank's wish (`agreement.wish`): the session stops at the step the
+  ranks' vote agrees on, and its coordinator with it at close."""
+  if agreement is not None:
+    agreement.wish(exit_code)
+    return
+  hooked.request_stop()
+  if hooked.coord is not None:  # none while the session is being created
+    hooked.coord.native.request_stop()  # fastmts's Coordinator: native, no lock
