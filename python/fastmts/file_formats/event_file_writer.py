@@ -129,10 +129,10 @@ def summary_writer_of(file_writer):
   seen = _native.SeenSummaryTags()
   for tag in tags:
     seen.add(tag)
-  file_writer._seen_summary_tags = _SeenSummaryTags(seen)  # pylint: disable=protected-access
+  file_writer._seen_summary_tags = _SeenSummaryTags(seen)  # pylint: disable=protected-access  # TF's writer keeps its tags there
   file_writer.event_writer = events
   native = _native.SummaryWriter(events.native, seen)
-  file_writer._fastmts_summary_writer = native  # pylint: disable=protected-access
+  file_writer._fastmts_summary_writer = native  # pylint: disable=protected-access  # fastmts's, kept on TF's writer
   return native
 
 
@@ -187,7 +187,7 @@ def add_graph_def(file_writer, graph_def):
   """file_writer._add_graph_def(graph_def), the last step of TF's
   add_graph: TF's record, made natively when the writer is adopted."""
   if not _written_natively(file_writer, _GRAPH_DEF, graph_def):
-    file_writer._add_graph_def(graph_def)  # pylint: disable=protected-access
+    file_writer._add_graph_def(graph_def)  # pylint: disable=protected-access  # TF's add_graph's own step
 
 
 def _file_maker(writer_type, prefix, suffix):
@@ -217,7 +217,7 @@ def _adopt(event_writer):
   `event_writer` (flushed and closed here), or None if it cannot."""
   if type(event_writer) is not _tf_event_file_writer.EventFileWriter:
     return None
-  if event_writer._closed or not _is_local(event_writer.get_logdir()):  # pylint: disable=protected-access
+  if event_writer._closed or not _is_local(event_writer.get_logdir()):  # pylint: disable=protected-access  # TF keeps it there
     return None
   worker = getattr(event_writer, '_worker', None)
   flush_secs = getattr(event_writer, '_flush_secs', None)
@@ -225,7 +225,7 @@ def _adopt(event_writer):
     max_queue = getattr(event_writer, '_max_queue', None)
   else:
     max_queue = getattr(getattr(event_writer, '_event_queue', None), 'maxsize', None)
-  ev_writer = event_writer._ev_writer  # pylint: disable=protected-access
+  ev_writer = event_writer._ev_writer  # pylint: disable=protected-access  # TF's EventsWriter: makes the files
   if worker is None or flush_secs is None or max_queue is None:
     return None
   prefix = os.path.join(event_writer.get_logdir(), 'events')

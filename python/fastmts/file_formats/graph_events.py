@@ -49,7 +49,7 @@ def add_graph(writer, graph, graph_def):
   if not _writes_as_tf(writer):
     writer.add_graph(graph)
     return
-  writer._write_plugin_assets(graph)  # pylint: disable=protected-access
+  writer._write_plugin_assets(graph)  # pylint: disable=protected-access  # TF's add_graph's own step
   event_file_writer.add_graph_def(writer, graph_def)
 
 
@@ -64,7 +64,7 @@ def reserve_graph(writer, graph):
   if record is None:
     return None
   try:
-    writer._write_plugin_assets(graph)  # pylint: disable=protected-access
+    writer._write_plugin_assets(graph)  # pylint: disable=protected-access  # TF's add_graph's own step
   except BaseException:
     record.drop()
     raise
@@ -213,6 +213,7 @@ def writer_dir_of_begin(hook):
   always, StepCounterHook and SummarySaverHook when given an output_dir and
   no summary_writer. A subclass may begin otherwise: None."""
   # pylint: disable=protected-access
+  # (TF's hooks keep their directories and writer in private attributes.)
   kind = type(hook)
   if kind is _tf_hooks.CheckpointSaverHook:
     return hook._checkpoint_dir
@@ -230,6 +231,7 @@ def make_cached_writer(logdir):
     return
   cache = _tf_writer_cache.FileWriterCache
   # pylint: disable=protected-access
+  # (TF's FileWriterCache keeps its writers and lock in private class attributes.)
   with cache._lock:
     if logdir not in cache._cache:
       cache._cache[logdir] = _new_file_writer(logdir, ops.get_default_graph())
