@@ -37,7 +37,7 @@ import sys
 import warnings
 
 from fastmts import _tf_distributions
-from fastmts._internal import c_handles
+from fastmts._internal import c_handles as _c_handles
 
 # The supported releases: 1.15, and every 2.x from 2.0 to 2.21.
 SUPPORTED = ((1, 15), (2, 0), (2, 21))
@@ -313,7 +313,7 @@ def check_handles(graph):
 def _prove_handles(op):
   global _handles_proven  # pylint: disable=global-statement
   try:
-    name = _native.operation_name(c_handles.c_op_of(op))
+    name = _native.operation_name(_c_handles.c_op_of(op))
   except TypeError as e:
     raise RuntimeError('fastmts cannot reach the C objects of TensorFlow %s: %s'
                        % (VERSION, e)) from e
