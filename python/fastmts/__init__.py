@@ -19,7 +19,8 @@ def _register_dtypes():
   import numpy as np  # pylint: disable=g-import-not-at-top
   from tensorflow.python.framework import dtypes  # pylint: disable=g-import-not-at-top
   for dtype in dtypes.__dict__.values():
-    if not isinstance(dtype, dtypes.DType) or dtype._is_ref_dtype:  # pylint: disable=protected-access  # TF's DType says it only there
+    # TF's DType says whether it is a ref type only in _is_ref_dtype.
+    if not isinstance(dtype, dtypes.DType) or dtype._is_ref_dtype:  # pylint: disable=protected-access
       continue
     try:
       np_dtype = dtype.as_numpy_dtype

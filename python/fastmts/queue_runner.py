@@ -31,7 +31,8 @@ _TF_LOOP = ('_run', '_close_on_stop', 'create_threads')
 # Where TF's MonitoredSession calls start_queue_runners, whose deprecation
 # warning names its caller's file and line.
 _TF_START_SITE = TFSite(
-    _tf_monitored_session._MonitoredSession._CoordinatedSessionCreator.create_session,  # pylint: disable=protected-access  # TF's private class: where its line is
+    # TF's private class's method: the source line the warning names.
+    _tf_monitored_session._MonitoredSession._CoordinatedSessionCreator.create_session,  # pylint: disable=protected-access
     'start_queue_runners(', callee='start_queue_runners(')
 
 
@@ -79,7 +80,8 @@ def runs_cancel_op(thread):
     return thread.runs_cancel_op
   target = getattr(thread, '_target', None)
   return (keeps_tf_loop(getattr(target, '__self__', None)) and
-          getattr(target, '__func__', None) is _tf_queue_runner.QueueRunner._close_on_stop)  # pylint: disable=protected-access  # TF's loop's method, compared
+          # TF's QueueRunner thread target, compared to tell a cancel-op thread.
+          getattr(target, '__func__', None) is _tf_queue_runner.QueueRunner._close_on_stop)  # pylint: disable=protected-access
 
 
 def poll_until(done, deadline):

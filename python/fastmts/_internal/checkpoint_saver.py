@@ -50,7 +50,8 @@ from fastmts.file_formats import graph_io
 from fastmts._internal.tf_call_sites import TFSite
 
 # The log lines of TF's CheckpointSaverHook._save, logged from its lines.
-_SAVE = _tf_hooks.CheckpointSaverHook._save  # pylint: disable=protected-access  # TF's method: where its lines are
+# TF's private method: the source lines its log calls are made from.
+_SAVE = _tf_hooks.CheckpointSaverHook._save  # pylint: disable=protected-access
 _LOG_BEFORE_LISTENERS = TFSite(_SAVE, 'Calling checkpoint listeners before')
 _LOG_SAVING = TFSite(_SAVE, 'Saving checkpoints for')
 _LOG_AFTER_LISTENERS = TFSite(_SAVE, 'Calling checkpoint listeners after')
@@ -384,7 +385,8 @@ def saves_graph_def(hook):
 
 def checkpoint_file(saver, save_path, step):
   """The checkpoint prefix Saver.save names from save_path and global_step."""
-  if saver._pad_step_number:  # pylint: disable=protected-access  # TF's Saver keeps the option there
+  # TF's Saver keeps its pad_step_number option in a private attribute.
+  if saver._pad_step_number:  # pylint: disable=protected-access
     return '%s-%s' % (save_path, '{:08d}'.format(step))
   return '%s-%d' % (save_path, step)
 

@@ -110,7 +110,8 @@ class _FeedConverter:
           f'was {str(original_value)} which was passed to the {passed_to} '
           f'with key {str(original_key)}.')
     np_dtype = self.np_dtype
-    if isinstance(value, int) and _tf_session._convert_to_numpy_obj(  # pylint: disable=protected-access  # TF's feed conversion
+    # TF's Session.run converts an int feed with this private function.
+    if isinstance(value, int) and _tf_session._convert_to_numpy_obj(  # pylint: disable=protected-access
         np_dtype, value) != value:
       raise TypeError(
           f'Type of feed value {str(value)} with type ' +
@@ -157,7 +158,8 @@ class FeedPlan:
 
 def _expand_feed(feed, feed_val):
   """TF's feed expansions: a SparseTensor or IndexedSlices key feeds several."""
-  for tensor_type, _, feed_fn, _ in _tf_session._REGISTERED_EXPANSIONS:  # pylint: disable=protected-access  # TF's fetch/feed types
+  # TF's registry of fetch and feed types (register_session_run_conversion_functions).
+  for tensor_type, _, feed_fn, _ in _tf_session._REGISTERED_EXPANSIONS:  # pylint: disable=protected-access
     if isinstance(feed, tensor_type):
       return feed_fn(feed, feed_val)
   raise TypeError(f'{feed} in argument `feed_dict` has invalid type '

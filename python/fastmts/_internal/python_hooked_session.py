@@ -37,7 +37,8 @@ def merge_run_options(options, incoming_options):
   """TF's RunOptions merge rule, TF's own code (_HookedSession's): the
   larger of the numbers (trace_level, timeout_in_ms, inter_op_thread_pool,
   output_partition_graphs), the OR of the flags, debug watches appended."""
-  _tf_monitored_session._HookedSession._merge_run_options(  # pylint: disable=protected-access  # TF's rule
+  # TF's RunOptions merge rule is a private method of its private _HookedSession.
+  _tf_monitored_session._HookedSession._merge_run_options(  # pylint: disable=protected-access
       None, options, incoming_options)
 
 

@@ -129,10 +129,12 @@ def summary_writer_of(file_writer):
   seen = _native.SeenSummaryTags()
   for tag in tags:
     seen.add(tag)
-  file_writer._seen_summary_tags = _SeenSummaryTags(seen)  # pylint: disable=protected-access  # TF's writer keeps its tags there
+  # TF's FileWriter keeps the summary tags it has seen in _seen_summary_tags.
+  file_writer._seen_summary_tags = _SeenSummaryTags(seen)  # pylint: disable=protected-access
   file_writer.event_writer = events
   native = _native.SummaryWriter(events.native, seen)
-  file_writer._fastmts_summary_writer = native  # pylint: disable=protected-access  # fastmts's, kept on TF's writer
+  # fastmts's own attribute, kept on TF's writer object it adopted.
+  file_writer._fastmts_summary_writer = native  # pylint: disable=protected-access
   return native
 
 
@@ -187,7 +189,8 @@ def add_graph_def(file_writer, graph_def):
   """file_writer._add_graph_def(graph_def), the last step of TF's
   add_graph: TF's record, made natively when the writer is adopted."""
   if not _written_natively(file_writer, _GRAPH_DEF, graph_def):
-    file_writer._add_graph_def(graph_def)  # pylint: disable=protected-access  # TF's add_graph's own step
+    # The step of TF's FileWriter.add_graph that writes the record.
+    file_writer._add_graph_def(graph_def)  # pylint: disable=protected-access
 
 
 def _file_maker(writer_type, prefix, suffix):
@@ -217,7 +220,8 @@ def _adopt(event_writer):
   `event_writer` (flushed and closed here), or None if it cannot."""
   if type(event_writer) is not _tf_event_file_writer.EventFileWriter:
     return None
-  if event_writer._closed or not _is_local(event_writer.get_logdir()):  # pylint: disable=protected-access  # TF keeps it there
+  # TF's EventFileWriter keeps whether it is closed in _closed.
+  if event_writer._closed or not _is_local(event_writer.get_logdir()):  # pylint: disable=protected-access
     return None
   worker = getattr(event_writer, '_worker', None)
   flush_secs = getattr(event_writer, '_flush_secs', None)
@@ -225,7 +229,8 @@ def _adopt(event_writer):
     max_queue = getattr(event_writer, '_max_queue', None)
   else:
     max_queue = getattr(getattr(event_writer, '_event_queue', None), 'maxsize', None)
-  ev_writer = event_writer._ev_writer  # pylint: disable=protected-access  # TF's EventsWriter: makes the files
+  # TF's EventsWriter (which makes the event files) is private to its EventFileWriter.
+  ev_writer = event_writer._ev_writer  # pylint: disable=protected-access
   if worker is None or flush_secs is None or max_queue is None:
     return None
   prefix = os.path.join(event_writer.get_logdir(), 'events')

@@ -49,7 +49,8 @@ def add_graph(writer, graph, graph_def):
   if not _writes_as_tf(writer):
     writer.add_graph(graph)
     return
-  writer._write_plugin_assets(graph)  # pylint: disable=protected-access  # TF's add_graph's own step
+  # The step of TF's FileWriter.add_graph that writes the plugin assets.
+  writer._write_plugin_assets(graph)  # pylint: disable=protected-access
   event_file_writer.add_graph_def(writer, graph_def)
 
 
@@ -64,7 +65,8 @@ def reserve_graph(writer, graph):
   if record is None:
     return None
   try:
-    writer._write_plugin_assets(graph)  # pylint: disable=protected-access  # TF's add_graph's own step
+    # The step of TF's FileWriter.add_graph that writes the plugin assets.
+    writer._write_plugin_assets(graph)  # pylint: disable=protected-access
   except BaseException:
     record.drop()
     raise
