@@ -283,7 +283,7 @@ class _NativeCheckpointSaverHook(NativeRunner):
 class _NativeStepCounterHook(NativeRunner):
   """StepCounterHook: the global step fetched, its gate kept and the step
   rates counted natively; TF's own `_log_and_record` writes them (handed
-  over in batches inside run_steps: StepRateBatch, cpp/core/step_rates.h),
+  over in batches inside run_steps: StepRateBatch, cpp/core/step_rate_batch.h),
   or the native summary writer does when TF's log line would not print; for
   a stuck step TF's whole after_run runs; after_create_session and end are
   TF's."""
