@@ -166,9 +166,9 @@ class CheckpointSaver:
     """Whether the start's graph files of this hook can be written in the
     background exactly as TF writes them in place."""
     hook = self.hook
-    return (self.starts_in_background and graph.finalized and saves_graph_def(hook) and
-            session.graph is graph and type(hook._get_saver()) is saver_lib.Saver and
-            not _tensorflow.SAVER_SAVE_LOGS_CHECKPOINT_FILES)
+    return (graph.finalized and saves_graph_def(hook) and session.graph is graph and
+            type(hook._get_saver()) is saver_lib.Saver and
+            not _tensorflow.SAVER_SAVE_LOGS_CHECKPOINT_FILES and self.starts_in_background)
 
   def _start_in_background(self, session, graph):
     """TF's after_create_session up to its save, the files written in the
