@@ -346,12 +346,13 @@ def test_snapshot_is_the_save_steps_values_while_steps_run(fastmts, tmp_path, us
         fill = v1.assign(big, tf.fill([n], tf.cast(new, tf.float32)))
       train = tf.group(new, fill)
       hook = fastmts.CheckpointSaverHook(workdir, save_steps=3, async_checkpoint=True)
+      saver_of = fastmts._internal.checkpoint_saver.saver_of  # pylint: disable=protected-access
       with fastmts.MonitoredSession(
           session_creator=fastmts.ChiefSessionCreator(checkpoint_dir=workdir),
           hooks=[hook]) as sess:
         for _ in range(12):
           sess.run(train)
-          overlapped += hook._fastmts_async.native.in_flight  # pylint: disable=protected-access
+          overlapped += saver_of(hook).writer.in_flight
     state = tf.train.get_checkpoint_state(workdir)
     steps = []
     for prefix in state.all_model_checkpoint_paths:

@@ -141,3 +141,15 @@ def test_the_worked_example_is_the_code():
       code = re.sub(r'\s*(//|#).*$', '', line).strip()
       if code and '...' not in code:
         assert code in source_lines, 'design.md shows %r, which is not in the code' % code
+
+
+def test_the_runner_base_class_imports_nothing():
+  """NativeRunner and HookStateSync live in a module that imports nothing,
+  so any hook's module (preemption.py, which basic_session_run_hooks.py
+  imports for its registry) can subclass them without an import cycle."""
+  tree = ast.parse(_read('python', 'fastmts', '_internal', 'native_runner.py'))
+  imports = [ast.dump(node) for node in ast.walk(tree)
+             if isinstance(node, (ast.Import, ast.ImportFrom))]
+  assert not imports
+  classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+  assert {'NativeRunner', 'HookStateSync'} <= classes

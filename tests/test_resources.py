@@ -79,6 +79,40 @@ def test_closed_sessions_are_collected(tmp_path):
   assert threading.active_count() <= threads_before + 5
 
 
+def test_a_native_hook_holds_a_bound_methods_object_weakly():
+  """A native runner owns its native hook and hands it its own methods as
+  callbacks (fastmts/_internal/native_runner.py): the native hook holds a
+  bound method's object weakly, so the two are freed by reference counting
+  alone, with the garbage collector off (a cycle through a native object
+  would never be freed). Any other callable is held as it is."""
+  fastmts = pytest.importorskip('fastmts')
+  native = fastmts._native  # pylint: disable=protected-access
+
+  class Runner:
+
+    def __init__(self):
+      self.native_hook = native.EndOnlyHook(end=self.end)
+
+    def end(self):
+      pass
+
+  gc.disable()
+  try:
+    runner = Runner()
+    runner_ref = weakref.ref(runner)
+    del runner
+    assert runner_ref() is None
+    end = lambda: None
+    end_ref = weakref.ref(end)
+    hook = native.EndOnlyHook(end=end)
+    del end
+    assert end_ref() is not None
+    del hook
+    assert end_ref() is None
+  finally:
+    gc.enable()
+
+
 # ---------------------------------------------------------------------------
 # Many create/close cycles: threads, file descriptors, memory
 # ---------------------------------------------------------------------------

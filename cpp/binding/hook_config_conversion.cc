@@ -1,5 +1,6 @@
 #include "binding/hook_config_conversion.h"
 
+#include "binding/python_compat.h"
 #include "binding/python_conversion.h"
 #include "tf_access/tf_python_handles.h"
 
@@ -36,6 +37,31 @@ std::string registered_type_name(const std::type_info& type) {
 void require_callable(py::handle value) {
   if (!PyCallable_Check(value.ptr()))
     throw py::type_error("expected a callable, got " + std::string(py::str(py::type::of(value))));
+}
+
+PythonCallback::PythonCallback(py::handle value) {
+  require_callable(value);
+  if (PyMethod_Check(value.ptr())) {
+    PyObject* self = PyMethod_GET_SELF(value.ptr());
+    self_ = py::reinterpret_steal<py::object>(PyWeakref_NewRef(self, nullptr));
+    if (self_) {
+      fn_ = py::reinterpret_borrow<py::object>(PyMethod_GET_FUNCTION(value.ptr()));
+      return;
+    }
+    PyErr_Clear();  // an object without weak references: held as it is
+  }
+  fn_ = py::reinterpret_borrow<py::object>(value);
+}
+
+py::object PythonCallback::bound_object() const {
+  PyObject* self = nullptr;
+  const int found = PyWeakref_GetRef(self_.ptr(), &self);
+  if (found < 0) throw py::error_already_set();
+  if (found == 0) {
+    PyErr_SetString(PyExc_ReferenceError, "weakly-referenced object no longer exists");
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(self);
 }
 
 namespace {
@@ -82,8 +108,7 @@ InfoEnabledCheck FromPython<InfoEnabledCheck>::convert(py::handle value) {
 
 // `feeds() -> (FeedPlan, converted values)`: the user's feed_fn, resolved.
 RunRequestFill FromPython<RunRequestFill>::convert(py::handle value) {
-  require_callable(value);
-  return {holding_gil([feeds = py::reinterpret_borrow<py::object>(value)](RunRequest& request) {
+  return {holding_gil([feeds = PythonCallback(value)](RunRequest& request) {
     py::tuple t = feeds();
     request = request_from_python(py::none(), t[0], t[1], py::none());
   })};

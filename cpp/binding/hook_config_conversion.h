@@ -11,7 +11,8 @@
 //   RunRequestFill           a callable returning (FeedPlan, values)
 //   std::function<R(Args)>   a callable, called with the GIL (holding_gil),
 //                            each argument converted by to_python, its result
-//                            by from_python<R>
+//                            by from_python<R>; a bound method holds its
+//                            object weakly (PythonCallback)
 //   anything else            pybind11's cast (numbers, bool, str, the
 //                            registered classes: RunPlan, CheckpointWriter,
 //                            SummaryWriter)
@@ -28,6 +29,7 @@
 #include <string>
 #include <typeinfo>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "binding/python_gil.h"
@@ -52,6 +54,29 @@ pybind11::object to_python(const std::vector<StepCounterHook::StepRate>& rates);
 
 // Raises TypeError unless `value` is callable.
 void require_callable(pybind11::handle value);
+
+// A Python callable as a native hook keeps it. A bound method holds its
+// object weakly: a native runner (python/fastmts/_internal/native_runner.py)
+// owns its native hook and hands it its own methods, and a cycle through a
+// native object is one Python's garbage collector cannot see. Called once
+// that object is gone, it raises ReferenceError, as a weak proxy does. Any
+// other callable (a function, a lambda, a builtin) is held as it is. A call
+// costs what a call of the bound method would.
+class PythonCallback {
+ public:
+  explicit PythonCallback(pybind11::handle value);
+  template <typename... A>
+  pybind11::object operator()(A&&... args) const {
+    if (!self_) return fn_(std::forward<A>(args)...);
+    return fn_(bound_object(), std::forward<A>(args)...);
+  }
+
+ private:
+  pybind11::object bound_object() const;
+
+  pybind11::object fn_;    // the callable, or a bound method's function
+  pybind11::object self_;  // a weak reference to a bound method's object, or null
+};
 
 // The Python type name of a registered class (as pybind11 prints it).
 std::string registered_type_name(const std::type_info& type);
@@ -115,9 +140,7 @@ template <typename R, typename... Args>
 struct FromPython<std::function<R(Args...)>> {
   static std::string annotation() { return "collections.abc.Callable"; }
   static std::function<R(Args...)> convert(pybind11::handle value) {
-    require_callable(value);
-    return holding_gil([fn = pybind11::reinterpret_borrow<pybind11::object>(value)](
-                           Args... args) -> R {
+    return holding_gil([fn = PythonCallback(value)](Args... args) -> R {
       if constexpr (std::is_void_v<R>) {
         fn(to_python(args)...);
       } else {

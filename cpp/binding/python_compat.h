@@ -24,3 +24,15 @@ inline PyObject* PyObject_CallOneArg(PyObject* callable, PyObject* arg) {
 #if PY_VERSION_HEX < 0x030D0000  // before 3.13: the same check, underscored
 #define Py_IsFinalizing _Py_IsFinalizing
 #endif
+
+#if PY_VERSION_HEX < 0x030D0000  // before 3.13: a strong reference from the borrowed one
+inline int PyWeakref_GetRef(PyObject* ref, PyObject** pobj) {
+  PyObject* obj = PyWeakref_GetObject(ref);  // borrowed; deprecated from 3.13
+  *pobj = nullptr;
+  if (obj == nullptr) return -1;
+  if (obj == Py_None) return 0;
+  Py_INCREF(obj);
+  *pobj = obj;
+  return 1;
+}
+#endif

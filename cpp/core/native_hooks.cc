@@ -1,6 +1,5 @@
 #include "core/native_hooks.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -95,17 +94,11 @@ void CheckpointSaverHook::after_run(StepContext& ctx, const RunRequest&,
   if (fresh && config_.save(*fresh)) ctx.request_stop();
 }
 
-namespace {
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
 StepCounterHook::StepCounterHook(Config config)
     : config_(std::move(config)),
       gate_(config_.global_step, config_.timer, config_.steps_per_run),
-      last_step_(config_.last_step) {}
+      last_step_(config_.last_step),
+      rates_(&gate_.timer(), std::move(config_.record)) {}
 
 void StepCounterHook::after_create_session(const SessionRunner&) {
   flush_deferred();
@@ -126,9 +119,7 @@ void StepCounterHook::after_run(StepContext& ctx, const RunRequest&,
     count_step_rate(ctx, *fresh);
   }
   last_step_ = stale;
-  const double waiting_since = first_rate_waiting_since_.load(std::memory_order_relaxed);
-  if (waiting_since != 0 && steady_seconds() - waiting_since >= kMaxRecordDelay)
-    flush_deferred();
+  rates_.flush_if_overdue();
 }
 
 void StepCounterHook::set_summary_writer(std::shared_ptr<SummaryWriter> writer, std::string tag,
@@ -148,15 +139,7 @@ bool StepCounterHook::write_rate(const StepRate& rate) {
 }
 
 void StepCounterHook::count_step_rate(const StepContext& ctx, int64_t global_step) {
-  std::optional<StepRate> rate;
-  {
-    std::lock_guard<std::mutex> lock(rates_mu_);
-    SecondOrStepTimer& timer = gate_.timer();
-    const std::optional<int64_t> previous = timer.last_step();
-    const std::optional<double> elapsed_secs = timer.update_last_triggered_step(global_step);
-    if (elapsed_secs)
-      rate = StepRate{global_step - *previous, *elapsed_secs, global_step, timer.last_time()};
-  }
+  const std::optional<StepRate> rate = rates_.fire(global_step);
   if (summary_writer_ && summary_writer_->open()) {
     // TF's timer on the hook object catches up when its state is synced.
     if (!rate) return;  // the timer's first firing: nothing to write or log
@@ -168,31 +151,7 @@ void StepCounterHook::count_step_rate(const StepContext& ctx, int64_t global_ste
     }
   }
   ctx.before_postponing(this);
-  {
-    std::lock_guard<std::mutex> lock(rates_mu_);
-    timer_moved_ = true;
-    if (rate) {
-      if (rates_.empty()) first_rate_waiting_since_.store(steady_seconds());
-      rates_.push_back(*rate);
-    }
-  }
-  if (!ctx.may_defer()) flush_deferred();
-}
-
-void StepCounterHook::flush_deferred() {
-  std::vector<StepRate> rates;
-  std::optional<int64_t> timer_last_step;
-  double timer_last_time;
-  {
-    std::lock_guard<std::mutex> lock(rates_mu_);
-    if (!timer_moved_) return;
-    rates.swap(rates_);
-    timer_moved_ = false;
-    first_rate_waiting_since_.store(0);
-    timer_last_step = gate_.timer().last_step();
-    timer_last_time = gate_.timer().last_time();
-  }
-  config_.record(rates, timer_last_step, timer_last_time);
+  rates_.hold(rate, ctx.may_defer());
 }
 
 void StepCounterHook::end(const SessionRunner&) {

@@ -16,6 +16,7 @@
 #include "core/hook_components.h"
 #include "core/hook_config.h"
 #include "core/hooked_session.h"
+#include "core/step_rate_batch.h"
 #include "core/file_formats/summary_writer.h"
 #include "core/timers.h"
 
@@ -187,12 +188,8 @@ class CheckpointSaverHook : public Hook {
 // (GlobalStepGate) kept natively; each opening after the first counts a step
 // rate (steps and seconds since the previous one), and `record` hands the
 // rates to TF's own _log_and_record (global_step/sec, as a summary and a log
-// line) together with the timer's state. Inside a loop that allows it
-// (StepContext::may_defer) rates are handed over in batches -- before any
-// other Python code of the hooks runs, before another hook postpones work
-// (PostponedWork), when the loop ends, and at the latest kMaxRecordDelay
-// after the first waiting one -- since each Python call costs more than
-// many steps of a small model; otherwise at once.
+// line) together with the timer's state, in batches inside a loop that
+// allows it: StepRateBatch (core/step_rate_batch.h) does both.
 //
 // It also warns, at most 5 times, when the step did not move: on such a step
 // `after_run_stuck` runs TF's whole after_run, so the warning is TF's own log
@@ -206,15 +203,8 @@ class CheckpointSaverHook : public Hook {
 // _log_and_record runs as above.
 class StepCounterHook : public Hook {
  public:
-  struct StepRate {
-    int64_t elapsed_steps;
-    double elapsed_secs;
-    int64_t global_step;
-    double triggered_at;  // the timer's time for this firing
-  };
-  using RecordFn = std::function<void(const std::vector<StepRate>& rates,
-                                      std::optional<int64_t> timer_last_step,
-                                      double timer_last_time)>;
+  using StepRate = StepRateBatch::StepRate;
+  using RecordFn = StepRateBatch::RecordFn;
   struct Config {
     TF_Output global_step;
     SecondOrStepTimer timer;
@@ -241,7 +231,7 @@ class StepCounterHook : public Hook {
     return std::make_tuple(method("set_summary_writer", &StepCounterHook::set_summary_writer,
                                   "writer", "tag", "logger"));
   }
-  static constexpr double kMaxRecordDelay = 0.1;  // seconds
+  static constexpr double kMaxRecordDelay = StepRateBatch::kMaxRecordDelay;
 
   explicit StepCounterHook(Config config);
   void after_create_session(const SessionRunner& session) override;
@@ -253,7 +243,7 @@ class StepCounterHook : public Hook {
                  const std::string& run_metadata) override;
   bool keeps_values(const RunRequest&) const override { return false; }
   void end(const SessionRunner& session) override;
-  void flush_deferred() override;
+  void flush_deferred() override { rates_.flush(); }
   // TF's _last_global_step: the step its last after_run fetched.
   std::optional<int64_t> last_step() const { return last_step_; }
   // The writer, its summary tag, and whether TF's INFO log line would be
@@ -275,12 +265,7 @@ class StepCounterHook : public Hook {
   std::shared_ptr<SummaryWriter> summary_writer_;
   std::string summary_tag_;
   std::function<bool()> info_logged_;
-  // Rates waiting for `record`, and whether the timer moved since the last
-  // hand-over. Guarded: two threads may step one session.
-  std::mutex rates_mu_;
-  std::vector<StepRate> rates_;
-  bool timer_moved_ = false;
-  std::atomic<double> first_rate_waiting_since_{0};  // steady seconds; 0: none
+  StepRateBatch rates_;  // over gate_'s timer: declared after it
 };
 
 // TF's SummarySaverHook: the global step is fetched every step and its

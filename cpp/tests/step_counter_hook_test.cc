@@ -1,4 +1,5 @@
-// StepCounterHook's rates (core/native_hooks.h), as TF's StepCounterHook in
+// StepCounterHook's rates (core/native_hooks.h; their batching alone,
+// StepRateBatch, in step_rate_batch_test.cc), as TF's StepCounterHook in
 // basic_session_run_hooks.py computes them: when its timer fires for the
 // fresh global step, the steps and seconds since the previous firing (none on
 // the first), handed to TF's _log_and_record; a step whose stale global step
@@ -31,6 +32,7 @@
 #include "core/file_formats/summary_writer.h"
 #include "core/timers.h"
 #include "tests/fake_tf.h"
+#include "tests/step_rates.h"
 #include "tests/test_bytes.h"
 
 namespace fastmts {
@@ -40,31 +42,9 @@ using testing::FakeGraph;
 using testing::FakeTf;
 using testing::train_step;
 using Rate = StepCounterHook::StepRate;
-
-struct Record {
-  std::vector<Rate> rates;
-  std::optional<int64_t> timer_last_step;
-  double timer_last_time;
-};
-
-bool same_rates(const std::vector<Rate>& got, const std::vector<Rate>& want) {
-  if (got.size() != want.size()) return false;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (got[i].elapsed_steps != want[i].elapsed_steps ||
-        got[i].elapsed_secs != want[i].elapsed_secs ||
-        got[i].global_step != want[i].global_step || got[i].triggered_at != want[i].triggered_at)
-      return false;
-  return true;
-}
-
-std::string show(const std::vector<Rate>& rates) {
-  std::string s;
-  for (const Rate& r : rates)
-    s += "{" + std::to_string(r.elapsed_steps) + " steps, " + std::to_string(r.elapsed_secs) +
-         " s, step " + std::to_string(r.global_step) + ", at " + std::to_string(r.triggered_at) +
-         "} ";
-  return s;
-}
+using testing::Record;
+using testing::same_rates;
+using testing::show;
 
 class StepCounterHookTest : public ::testing::Test {
  protected:

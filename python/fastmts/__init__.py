@@ -19,6 +19,7 @@ def _register_dtypes():
   import numpy as np  # pylint: disable=g-import-not-at-top
   from tensorflow.python.framework import dtypes  # pylint: disable=g-import-not-at-top
   for dtype in dtypes.__dict__.values():
+    # TF's DType says whether it is a ref type only in _is_ref_dtype.
     if not isinstance(dtype, dtypes.DType) or dtype._is_ref_dtype:  # pylint: disable=protected-access
       continue
     try:

@@ -37,6 +37,7 @@ import sys
 import warnings
 
 from fastmts import _tf_distributions
+from fastmts._internal import c_handles as _c_handles
 
 # The supported releases: 1.15, and every 2.x from 2.0 to 2.21.
 SUPPORTED = ((1, 15), (2, 0), (2, 21))
@@ -152,6 +153,7 @@ FILE_WRITER_ADDS_GRAPH_IN_PARTS = all(
 # 1.15 to 2.1), as its code says.
 SAVER_HOOK_LOGS_LISTENER_CALLS = (
     'Calling checkpoint listeners before saving checkpoint %d...'
+    # A fact read from the code of TF's private method.
     in _tf_hooks.CheckpointSaverHook._save.__code__.co_consts)  # pylint: disable=protected-access
 
 
@@ -159,6 +161,7 @@ def _feed_key():
   """The key of a fed tensor in the feeds mapping Session.run gives TF's
   _FetchHandler (fastmts hands it the same): the Tensor itself in TF 1.15 and
   2.0, Tensor.experimental_ref() in 2.1, Tensor.ref() from 2.2."""
+  # A fact read from the code of TF's private method.
   names = _tf_session_lib.BaseSession._run.__code__.co_names  # pylint: disable=protected-access
   for name in ('ref', 'experimental_ref'):
     if name in names:
@@ -173,6 +176,7 @@ feed_key = _feed_key()
 # (names as they are, "argument `feed_dict` with key"). Read from the
 # installed Session.run, as what fastmts raises must be what it raises.
 FEED_ERRORS_USE_PERCENT_FORMAT = (
+    # A fact read from the code of TF's private method.
     'Tensor %s may not be fed.' in _tf_session_lib.BaseSession._run.__code__.co_consts)  # pylint: disable=protected-access
 
 
@@ -182,6 +186,7 @@ def _starts_queue_runners_only_when_any():
   process) only when the graph has queue runners, or at every session
   creation as older releases do. Read from the installed code."""
   from tensorflow.python.training import monitored_session  # pylint: disable=g-import-not-at-top
+  # A fact read from the code of TF's private class's method.
   code = monitored_session._MonitoredSession._CoordinatedSessionCreator.create_session.__code__  # pylint: disable=protected-access
   return 'QUEUE_RUNNERS' in code.co_names
 
@@ -312,7 +317,7 @@ def check_handles(graph):
 def _prove_handles(op):
   global _handles_proven  # pylint: disable=global-statement
   try:
-    name = _native.operation_name(op._c_op)  # pylint: disable=protected-access
+    name = _native.operation_name(_c_handles.c_op_of(op))
   except TypeError as e:
     raise RuntimeError('fastmts cannot reach the C objects of TensorFlow %s: %s'
                        % (VERSION, e)) from e

@@ -32,6 +32,7 @@ def error_codes_of(exception_types):
   Entries that are not classes are skipped: TF's Coordinator accepts them
   and only fails (with Python's TypeError) when an error is filtered."""
   classes = tuple(t for t in exception_types if isinstance(t, type))
+  # TF's table of error codes and their exception classes is private.
   return sorted(code for code, cls in errors_impl._CODE_TO_EXCEPTION_CLASS.items()  # pylint: disable=protected-access
                 if issubclass(cls, classes))
 

@@ -20,6 +20,7 @@ from tensorflow.python.training import queue_runner_impl as _tf_queue_runner
 
 from fastmts import _native
 from fastmts import _tensorflow
+from fastmts._internal import c_handles
 from fastmts._internal import timeouts
 from fastmts.coordinator import error_codes_of
 from fastmts._internal.tf_call_sites import TFSite
@@ -30,6 +31,7 @@ _TF_LOOP = ('_run', '_close_on_stop', 'create_threads')
 # Where TF's MonitoredSession calls start_queue_runners, whose deprecation
 # warning names its caller's file and line.
 _TF_START_SITE = TFSite(
+    # TF's private class's method: the source line the warning names.
     _tf_monitored_session._MonitoredSession._CoordinatedSessionCreator.create_session,  # pylint: disable=protected-access
     'start_queue_runners(', callee='start_queue_runners(')
 
@@ -78,6 +80,7 @@ def runs_cancel_op(thread):
     return thread.runs_cancel_op
   target = getattr(thread, '_target', None)
   return (keeps_tf_loop(getattr(target, '__self__', None)) and
+          # TF's QueueRunner thread target, compared to tell a cancel-op thread.
           getattr(target, '__func__', None) is _tf_queue_runner.QueueRunner._close_on_stop)  # pylint: disable=protected-access
 
 
@@ -130,9 +133,9 @@ def _c_op(fetchable):
   (running it as a target runs exactly that op; the value is discarded
   either way). None for anything else."""
   if isinstance(fetchable, ops.Operation):
-    return fetchable._c_op  # pylint: disable=protected-access
+    return c_handles.c_op_of(fetchable)
   if isinstance(fetchable, _tensorflow.Tensor):
-    return fetchable.op._c_op  # pylint: disable=protected-access
+    return c_handles.c_op_of(fetchable.op)
   return None
 
 
@@ -140,15 +143,17 @@ def _native_spec(runner):
   """The handles of `runner`'s enqueue, close and cancel ops (the private
   attributes TF's own loop reads), or None when a native thread cannot run
   the runner exactly as TF would."""
+  # pylint: disable=protected-access
+  # (TF's QueueRunner keeps its ops in private attributes, which its own loop reads.)
   if not keeps_tf_loop(runner):
     return None
-  enqueue_ops = [_c_op(op) for op in runner._enqueue_ops]  # pylint: disable=protected-access
-  close_op, cancel_op = runner._close_op, runner._cancel_op  # pylint: disable=protected-access
+  enqueue_ops = [_c_op(op) for op in runner._enqueue_ops]
+  close_op, cancel_op = runner._close_op, runner._cancel_op
   handles = [_c_op(op) if op is not None else None for op in (close_op, cancel_op)]
   if (None in enqueue_ops or any(h is None and op is not None
                                  for h, op in zip(handles, (close_op, cancel_op)))):
     return None
-  names = (['QueueRunnerThread-%s-%s' % (runner.name, op.name) for op in runner._enqueue_ops] +  # pylint: disable=protected-access
+  names = (['QueueRunnerThread-%s-%s' % (runner.name, op.name) for op in runner._enqueue_ops] +
            ['QueueRunnerThread-%s-close_on_stop' % runner.name])
   return enqueue_ops, handles[0], handles[1], names
 
@@ -170,7 +175,7 @@ class QueueRunners:
 
   def __init__(self, tf_sess, coord, collection=ops.GraphKeys.QUEUE_RUNNERS):
     self._tf_sess = tf_sess  # native threads use its TF_Session until joined
-    self._coord = coord
+    self.coord = coord  # the Coordinator they run under
     self._groups = []
     self.threads = []
     _running.add(self)
@@ -226,4 +231,4 @@ def _shut_down_at_exit():
   one left running would run its cancel op on a session TF already tore
   down."""
   for runners in list(_running):
-    runners.shut_down(runners._coord, _EXIT_PATIENCE_SECS)  # pylint: disable=protected-access
+    runners.shut_down(runners.coord, _EXIT_PATIENCE_SECS)

@@ -1,4 +1,5 @@
-"""Asynchronous checkpoints: CheckpointSaverHook(async_checkpoint=True).
+"""Asynchronous checkpoints: CheckpointSaverHook(async_checkpoint=True),
+whose CheckpointSaver (checkpoint_saver.py) is an AsyncCheckpointSaver.
 
 At a save, the training thread runs the listeners' `before_save` and takes a
 snapshot of what the Saver's save ops read (one run, no copy for resource
@@ -47,6 +48,7 @@ from tensorflow.python.training import saver as saver_lib
 
 from fastmts import _native
 from fastmts import _tensorflow
+from fastmts._internal import c_handles
 from fastmts._internal import checkpoint_saver
 from fastmts._internal import errors
 from fastmts._internal import python_hooked_session
@@ -59,17 +61,27 @@ _writers = weakref.WeakSet()
 class _Pending:
   """A write in flight or ended, whose outcome is not delivered yet."""
 
-  __slots__ = ('hook', 'session', 'step', 'save_path')
+  __slots__ = ('session', 'step', 'save_path')
 
-  def __init__(self, hook, session, step, save_path):
-    self.hook, self.session, self.step, self.save_path = hook, session, step, save_path
+  def __init__(self, session, step, save_path):
+    self.session, self.step, self.save_path = session, step, save_path
 
 
-class AsyncCheckpoints:
-  """The background writes of one CheckpointSaverHook (at most one in flight)."""
+class AsyncCheckpointSaver(checkpoint_saver.CheckpointSaver):
+  """The CheckpointSaver of a hook made with async_checkpoint=True: its
+  saves are background writes (at most one in flight), whose outcomes are
+  delivered on the training thread (`deliver_write`)."""
 
-  def __init__(self):
-    self.native = _native.CheckpointWriter()
+  # pylint: disable=protected-access
+  # (TF's hook keeps its save path and Saver in private attributes, and TF's
+  # Saver keeps what Saver.save does after its save op in private methods:
+  # a background write finishes as Saver.save does.)
+
+  starts_in_background = False  # the start's graph files: TF's calls in place
+
+  def __init__(self, hook):
+    super().__init__(hook)
+    self.writer = _native.CheckpointWriter()
     self._pending = None
     self._plans = weakref.WeakKeyDictionary()  # saver -> ((graph id, SaverDef), SavePlan or None)
     _writers.add(self)
@@ -81,48 +93,46 @@ class AsyncCheckpoints:
 
   def wait(self):
     """Blocks until the write in flight, if any, has ended (its outcome is
-    kept for deliver)."""
-    self.native.wait()
+    kept for deliver_write)."""
+    self.writer.wait()
 
-  def plan_for(self, hook, session):
-    """The native SavePlan of a save of `hook`'s saver on `session`, or None
-    where it saves synchronously (see the module's docstring)."""
+  def _write_in_background(self, session, step):
+    """Starts writing `step`'s checkpoint (the caller ran before_save and
+    logged). False, having written nothing, where it saves synchronously
+    (see the module's docstring) or the snapshot's run failed: the caller
+    then saves with TF's Saver.save, which raises TF's own error (the failed
+    read named as TF's save op reads it, a ref variable's by the save op)."""
     if not python_hooked_session.runs_natively(session):
-      return None
-    return self._plan(hook._get_saver(), session.graph)  # pylint: disable=protected-access
-
-  def save(self, hook, session, step, plan, checkpoint_file, meta_graph):
-    """Starts writing `step`'s checkpoint with `plan` (plan_for's; the
-    caller ran before_save and logged). Returns False, having written
-    nothing, if the snapshot's run failed: the caller then saves with TF's
-    Saver.save, which raises TF's own error (the failed read named as TF's
-    save op reads it, a ref variable's by the save op).
-
-    `meta_graph` is the serialized MetaGraphDef to write as the `.meta`
-    file, or None.
-    """
-    saver = hook._get_saver()  # pylint: disable=protected-access
-    save_path_parent = os.path.dirname(hook._save_path)  # pylint: disable=protected-access
+      return False
+    hook = self.hook
+    saver = hook._get_saver()
+    plan = self._plan(saver, session.graph)
+    if plan is None:
+      return False
+    meta_graph = (self.meta_graph_bytes(saver, session.graph)
+                  if checkpoint_saver.saves_graph_def(hook) else None)
+    checkpoint_file = checkpoint_saver.checkpoint_file(saver, hook._save_path, step)
+    save_path_parent = os.path.dirname(hook._save_path)
 
     def finish():  # on the writer thread, with the GIL, once the save op ran
       if meta_graph is not None:
         checkpoint_saver.write_meta_graph(checkpoint_file, meta_graph)
       # What Saver.save does once its save op returned the prefix.
-      saver._RecordLastCheckpoint(checkpoint_file)  # pylint: disable=protected-access
+      saver._RecordLastCheckpoint(checkpoint_file)
       _tensorflow.checkpoint_management.update_checkpoint_state_internal(
           save_dir=save_path_parent, model_checkpoint_path=checkpoint_file,
           all_model_checkpoint_paths=saver.last_checkpoints, latest_filename='checkpoint',
-          save_relative_paths=saver._save_relative_paths)  # pylint: disable=protected-access
-      saver._MaybeDeleteOldCheckpoints(meta_graph_suffix='meta')  # pylint: disable=protected-access
+          save_relative_paths=saver._save_relative_paths)
+      saver._MaybeDeleteOldCheckpoints(meta_graph_suffix='meta')
 
     try:
-      self.native.write(session, plan, checkpoint_file, finish)
+      self.writer.write(session, plan, checkpoint_file, finish)
     except errors.StatusError:  # the snapshot's run: nothing was written
       return False
-    self._pending = _Pending(hook, session, step, hook._save_path)  # pylint: disable=protected-access
+    self._pending = _Pending(session, step, hook._save_path)
     return True
 
-  def deliver(self, wait):
+  def deliver_write(self, wait):
     """The ended write's outcome, on the training thread: its error raised
     as TF's Saver.save raises it, or the CHECKPOINT session log and the
     listeners' after_save. Returns whether a listener asked to stop. With
@@ -131,12 +141,12 @@ class AsyncCheckpoints:
     if pending is None:
       return False
     if wait:
-      self.native.wait()
-    if not self.native.has_outcome:
+      self.writer.wait()
+    if not self.writer.has_outcome:
       return False
     self._pending = None
     try:
-      self.native.take_outcome()
+      self.writer.take_outcome()
     except errors.StatusError as e:
       error = errors.from_status(e, pending.session.graph, None)
     except (tf_errors.FailedPreconditionError, tf_errors.NotFoundError) as e:
@@ -145,7 +155,7 @@ class AsyncCheckpoints:
       error = None
     if error is not None:
       raise _as_saver_error(error, pending.save_path)
-    return checkpoint_saver.after_save(pending.hook, pending.session, pending.step)
+    return self.after_save(pending.session, pending.step)
 
   def settle(self):
     """At a close that skips end() (an exception, a stop signal): waits for
@@ -153,12 +163,14 @@ class AsyncCheckpoints:
     before_save. Its error, or a listener's, is logged: the close has an
     exception of its own to raise."""
     try:
-      self.deliver(wait=True)
+      self.deliver_write(wait=True)
     except Exception:  # pylint: disable=broad-except
       logging.error('An asynchronous checkpoint write failed while its session was being '
                     'closed.', exc_info=True)
 
   def _plan(self, saver, graph):
+    """The native SavePlan of a save of `saver` on `graph` (cached), or None
+    where it saves synchronously."""
     if saver is None:
       return None
     key = (id(graph), saver.saver_def.SerializeToString())
@@ -181,6 +193,7 @@ def _save_plan(saver, graph):
   """The native SavePlan of TF's exact Saver, or None where the snapshot
   cannot stand in for the save ops' own reads."""
   # pylint: disable=protected-access
+  # (TF's Saver keeps whether it is empty and its format in private attributes.)
   if (type(saver) is not saver_lib.Saver or saver._is_empty or
       saver._write_version != saver_pb2.SaverDef.V2):
     return None
@@ -198,9 +211,8 @@ def _save_plan(saver, graph):
   if not saved:
     return None
   return _native.SavePlan(
-      [(t.op._c_op, t.value_index) for t in saved],
-      [not _shares_copy_on_write(t) for t in saved],
-      (filename.op._c_op, filename.value_index), save_tensor.op._c_op)
+      [c_handles.output_of(t) for t in saved], [not _shares_copy_on_write(t) for t in saved],
+      c_handles.output_of(filename), c_handles.c_op_of(save_tensor.op))
 
 
 def _save_v2_ops(op):
@@ -239,7 +251,7 @@ def _wait_for_all_writes():
 
 def settle_writes_on(session):
   """Before `session` closes (the save ops run on it): waits for the writes
-  on it and delivers them (AsyncCheckpoints.settle)."""
+  on it and delivers them (AsyncCheckpointSaver.settle)."""
   for writer in list(_writers):
     if writer.session_of_pending() is session:
       writer.settle()

@@ -34,6 +34,7 @@ def from_status(status_error, graph, session=None):
   of a run of `session` (a tf.compat.v1.Session) in `graph`. A run of a
   session closed under the caller (e.g. `sess._sess._sess._sess._sess.close()`)
   is TF's RuntimeError, which TF's Session.run raises before running."""
+  # TF's Session keeps whether it is closed in _closed.
   if session is not None and session._closed:  # pylint: disable=protected-access
     return RuntimeError('Attempted to use a closed Session.')
   code, message = status_error.args
@@ -43,6 +44,7 @@ def from_status(status_error, graph, session=None):
   op = None
   if graph is None:  # e.g. from a native thread, reported without its graph
     return exc_type(None, None, message)
+  # TF's own pattern for the op an error message names.
   m = _tf_session.BaseSession._NODEDEF_NAME_RE.search(message)  # pylint: disable=protected-access
   if m is not None:
     try:

@@ -16,6 +16,7 @@ from tensorflow.python.util import nest
 
 from fastmts import _native
 from fastmts import _tensorflow
+from fastmts._internal import c_handles
 
 # Plans are few per session (one per distinct fetch structure); the bound only
 # protects against a caller that builds a new structure of new leaves per step.
@@ -57,10 +58,6 @@ def _structure_key(fetches):
   return None
 
 
-def _output_of(tensor):
-  return (tensor.op._c_op, tensor.value_index)  # pylint: disable=protected-access
-
-
 class FetchPlan:
   """A resolved fetch structure: the native plan and how to rebuild results."""
   __slots__ = ('native', 'build', 'source', 'fetched', 'fed_overlap')
@@ -74,15 +71,17 @@ class FetchPlan:
 
 
 def _make_fetch_plan(graph, tf_session, fetches, fed_values=None):
-  handler = _tf_session._FetchHandler(graph, fetches, fed_values or {})  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  # (TF's Session.run resolves fetches with its private _FetchHandler: the same, here.)
+  handler = _tf_session._FetchHandler(graph, fetches, fed_values or {})
   tensors = handler.fetches()
   targets = handler.targets()
-  native = _native.RunPlan([_output_of(t) for t in tensors],
-                           [op._c_op for op in targets])  # pylint: disable=protected-access
+  native = _native.RunPlan([c_handles.output_of(t) for t in tensors],
+                           [c_handles.c_op_of(op) for op in targets])
   t = type(fetches)
   if (_leaf(t) or t is str) and not fed_values:
     build = (lambda values: values[0]) if tensors else (lambda values: None)
-    if tensors and handler._fetch_handles:  # pylint: disable=protected-access
+    if tensors and handler._fetch_handles:
       build = lambda values: handler.build_results(tf_session, values)
   else:
     build = lambda values: handler.build_results(tf_session, values)
@@ -111,6 +110,7 @@ class _FeedConverter:
           f'was {str(original_value)} which was passed to the {passed_to} '
           f'with key {str(original_key)}.')
     np_dtype = self.np_dtype
+    # TF's Session.run converts an int feed with this private function.
     if isinstance(value, int) and _tf_session._convert_to_numpy_obj(  # pylint: disable=protected-access
         np_dtype, value) != value:
       raise TypeError(
@@ -158,6 +158,7 @@ class FeedPlan:
 
 def _expand_feed(feed, feed_val):
   """TF's feed expansions: a SparseTensor or IndexedSlices key feeds several."""
+  # TF's registry of fetch and feed types (register_session_run_conversion_functions).
   for tensor_type, _, feed_fn, _ in _tf_session._REGISTERED_EXPANSIONS:  # pylint: disable=protected-access
     if isinstance(feed, tensor_type):
       return feed_fn(feed, feed_val)
@@ -179,7 +180,7 @@ def _make_feed_plan(graph, subfeeds):
   for key, subfeed in subfeeds:
     t = _resolve_feed_key(graph, subfeed)
     converters.append(_FeedConverter(graph, t))
-    outputs.append(_output_of(t))
+    outputs.append(c_handles.output_of(t))
     dtypes.append(t.dtype.base_dtype.as_datatype_enum)
     labels.append(repr(key))
   native = _native.FeedPlan(outputs, dtypes, labels)
@@ -217,8 +218,10 @@ class PlanCache:
     None when the results need TF's own building (e.g. session handles)."""
     t = type(fetches)
     leaves = fetches if t in (list, tuple) else list(fetches.values()) if t is dict else [fetches]
-    handler = _tf_session._FetchHandler(self._graph, fetches, {})  # pylint: disable=protected-access
-    if handler._fetch_handles:  # pylint: disable=protected-access
+    # pylint: disable=protected-access
+    # (TF's Session.run resolves fetches with its private _FetchHandler: the same, here.)
+    handler = _tf_session._FetchHandler(self._graph, fetches, {})
+    if handler._fetch_handles:
       return None
     position = {_tensorflow.tensor_ref(t): i for i, t in enumerate(handler.fetches())}
     layout = []

@@ -38,6 +38,7 @@ def merge_run_options(options, incoming_options):
   """TF's RunOptions merge rule, TF's own code (_HookedSession's): the
   larger of the numbers (trace_level, timeout_in_ms, inter_op_thread_pool,
   output_partition_graphs), the OR of the flags, debug watches appended."""
+  # TF's RunOptions merge rule is a private method of its private _HookedSession.
   _tf_monitored_session._HookedSession._merge_run_options(  # pylint: disable=protected-access
       None, options, incoming_options)
 
@@ -62,11 +63,14 @@ class TFHookDispatch:
   _HookedSession; the calls a HookedSession hands its dispatcher (run,
   run_steps, end, should_stop, request_stop) and the steps it ran."""
 
+  # pylint: disable=protected-access
+  # (It drives TF's private _HookedSession, which keeps its stop request in _should_stop.)
+
   def __init__(self, sess, coord, hooks):
     self._sess = sess
     self._coord = coord
     self._hooks = hooks
-    self._tf_hooked = _tf_monitored_session._HookedSession(sess, hooks)  # pylint: disable=protected-access
+    self._tf_hooked = _tf_monitored_session._HookedSession(sess, hooks)
     self.steps_run = 0
 
   def after_create_session(self):
@@ -81,16 +85,16 @@ class TFHookDispatch:
 
   def should_stop(self):
     """Whether a hook requested stop."""
-    return self._tf_hooked._should_stop  # pylint: disable=protected-access
+    return self._tf_hooked._should_stop
 
   def request_stop(self):
     """As a hook's stop request (takes no lock: for a signal handler)."""
-    self._tf_hooked._should_stop = True  # pylint: disable=protected-access
+    self._tf_hooked._should_stop = True
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """One step with hooks, TF's _HookedSession.run; a run after a stop
     request raises TF's message as RunAfterStopError (the layers' type)."""
-    if self._tf_hooked._should_stop:  # pylint: disable=protected-access
+    if self._tf_hooked._should_stop:
       raise errors.RunAfterStopError(errors.RUN_AFTER_STOP_MESSAGE)
     outputs = self._tf_hooked.run(fetches, feed_dict=feed_dict, options=options,
                                   run_metadata=run_metadata)

@@ -13,10 +13,7 @@ docs/distributed.md.
 from fastmts import _native
 from fastmts.agreed_stop import AgreedStop
 from fastmts.agreed_stop import AgreedStopRecord
-
-
-def _output(tensor):
-  return tensor.op._c_op, tensor.value_index  # pylint: disable=protected-access
+from fastmts._internal import c_handles
 
 
 class SessionAgreement:
@@ -26,8 +23,9 @@ class SessionAgreement:
   def __init__(self, policy, hooked):
     wish, vote = policy.build()
     self._wish, self._vote = wish, vote
-    self.native = _native.StopAgreement(wish=_output(wish), vote=_output(vote),
-                                        every_n_steps=policy.every_n_steps)
+    self.native = _native.StopAgreement(
+        wish=c_handles.output_of(wish), vote=c_handles.output_of(vote),
+        every_n_steps=policy.every_n_steps)
     hooked.native.set_agreement(self.native)
     hooked.agreement = self
 

@@ -129,9 +129,11 @@ def summary_writer_of(file_writer):
   seen = _native.SeenSummaryTags()
   for tag in tags:
     seen.add(tag)
+  # TF's FileWriter keeps the summary tags it has seen in _seen_summary_tags.
   file_writer._seen_summary_tags = _SeenSummaryTags(seen)  # pylint: disable=protected-access
   file_writer.event_writer = events
   native = _native.SummaryWriter(events.native, seen)
+  # fastmts's own attribute, kept on TF's writer object it adopted.
   file_writer._fastmts_summary_writer = native  # pylint: disable=protected-access
   return native
 
@@ -187,6 +189,7 @@ def add_graph_def(file_writer, graph_def):
   """file_writer._add_graph_def(graph_def), the last step of TF's
   add_graph: TF's record, made natively when the writer is adopted."""
   if not _written_natively(file_writer, _GRAPH_DEF, graph_def):
+    # The step of TF's FileWriter.add_graph that writes the record.
     file_writer._add_graph_def(graph_def)  # pylint: disable=protected-access
 
 
@@ -217,6 +220,7 @@ def _adopt(event_writer):
   `event_writer` (flushed and closed here), or None if it cannot."""
   if type(event_writer) is not _tf_event_file_writer.EventFileWriter:
     return None
+  # TF's EventFileWriter keeps whether it is closed in _closed.
   if event_writer._closed or not _is_local(event_writer.get_logdir()):  # pylint: disable=protected-access
     return None
   worker = getattr(event_writer, '_worker', None)
@@ -225,6 +229,7 @@ def _adopt(event_writer):
     max_queue = getattr(event_writer, '_max_queue', None)
   else:
     max_queue = getattr(getattr(event_writer, '_event_queue', None), 'maxsize', None)
+  # TF's EventsWriter (which makes the event files) is private to its EventFileWriter.
   ev_writer = event_writer._ev_writer  # pylint: disable=protected-access
   if worker is None or flush_secs is None or max_queue is None:
     return None

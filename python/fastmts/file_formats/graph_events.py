@@ -49,6 +49,7 @@ def add_graph(writer, graph, graph_def):
   if not _writes_as_tf(writer):
     writer.add_graph(graph)
     return
+  # The step of TF's FileWriter.add_graph that writes the plugin assets.
   writer._write_plugin_assets(graph)  # pylint: disable=protected-access
   event_file_writer.add_graph_def(writer, graph_def)
 
@@ -64,6 +65,7 @@ def reserve_graph(writer, graph):
   if record is None:
     return None
   try:
+    # The step of TF's FileWriter.add_graph that writes the plugin assets.
     writer._write_plugin_assets(graph)  # pylint: disable=protected-access
   except BaseException:
     record.drop()
@@ -213,6 +215,7 @@ def writer_dir_of_begin(hook):
   always, StepCounterHook and SummarySaverHook when given an output_dir and
   no summary_writer. A subclass may begin otherwise: None."""
   # pylint: disable=protected-access
+  # (TF's hooks keep their directories and writer in private attributes.)
   kind = type(hook)
   if kind is _tf_hooks.CheckpointSaverHook:
     return hook._checkpoint_dir
@@ -230,6 +233,7 @@ def make_cached_writer(logdir):
     return
   cache = _tf_writer_cache.FileWriterCache
   # pylint: disable=protected-access
+  # (TF's FileWriterCache keeps its writers and lock in private class attributes.)
   with cache._lock:
     if logdir not in cache._cache:
       cache._cache[logdir] = _new_file_writer(logdir, ops.get_default_graph())
