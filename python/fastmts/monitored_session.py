@@ -121,6 +121,7 @@ def _with_worker_context(worker_context, args):
   if args.chief_only_hooks and worker_context.is_chief:
     all_hooks.extend(args.chief_only_hooks)
   tmpdir = None
+  # TF's own rule names the strategy's class, read from the context's private attribute.
   if type(worker_context._strategy).__name__ in (  # pylint: disable=protected-access
       'CollectiveAllReduceStrategy', 'CollectiveAllReduceStrategyV1',
       'MultiWorkerMirroredStrategy'):
@@ -270,6 +271,7 @@ class _MonitoredSession:
     self._hooks = hooks or []
     self._agreement = None
     me = weakref.proxy(self)
+    # `me` is this session, held weakly: the callback reaches its own method.
     self._preemption = session_preemption.SessionPreemption.of(
         self._hooks, lambda exit_code: me._stop_after_step_in_flight(exit_code))  # pylint: disable=protected-access
     try:
@@ -288,7 +290,7 @@ class _MonitoredSession:
           hooked=self._hooked,
           stop_grace_period_secs=stop_grace_period_secs,
           stop_policy=self._preemption)
-      if should_recover:
+      if should_recover:  # the layers keep TF's private class names
         self._sess = session_layers._RecoverableSession(  # pylint: disable=protected-access
             self._coordinated_creator, options.recovery, self._preemption)
       else:
@@ -309,14 +311,16 @@ class _MonitoredSession:
     as they are go on to the class's run(), so their errors are Python's
     own. It reaches back only through a weak proxy (a native object in a
     reference cycle would never be collected)."""
+    # pylint: disable=protected-access
+    # (`me` is this session, held weakly: the callbacks reach its own chain.)
     me = weakref.proxy(self)
     hooked = self._hooked
     fast_run = _native.FastRun(
         hooked.native, fetches_lib.LEAF_TYPES, hooked.fast_layout,
         hooked.step_state if hooked.has_python_hooks else None,
         # After close, _sess is None and these raise AttributeError, as TF's run.
-        lambda *args: me._sess.run(*args),  # pylint: disable=protected-access
-        lambda error, fetches: me._sess.run_failed(error, fetches))  # pylint: disable=protected-access
+        lambda *args: me._sess.run(*args),
+        lambda error, fetches: me._sess.run_failed(error, fetches))
     if type(self).run is _MonitoredSession.run:  # not overridden by a subclass
       self.run = _native.fast_run_entry(
           fast_run, lambda *args, **kwargs: _MonitoredSession.run(me, *args, **kwargs))
@@ -476,6 +480,7 @@ class _MonitoredSession:
         # error writing them is what TF would have raised first.
         graph_files.wait_and_raise(self.tf_sess.graph)
         raise
+      # The layers keep TF's private class names.
       return session_layers._CoordinatedSession(  # pylint: disable=protected-access
           self._hooked, self.coord, queue_runners, self._stop_grace_period_secs,
           self._stop_policy)
@@ -512,6 +517,7 @@ class _MonitoredSession:
         self._sess = None
         self._coordinated_creator.forget_session()
         if not self._graph_was_finalized:
+          # As TF's close: a graph it finalized is open again (TF's private call).
           ops.get_default_graph()._unsafe_unfinalize()  # pylint: disable=protected-access
         # The start's graph files (graph_files) on disk before close returns.
         graph_files.wait_all(graph)

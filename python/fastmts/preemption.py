@@ -51,6 +51,7 @@ from tensorflow.python.training import training_util
 
 from fastmts import _native
 from fastmts import _python_compat
+from fastmts._internal import native_runner
 from fastmts._internal import session_preemption
 # The record and error are made by the policy; users import them from here.
 from fastmts._internal.session_preemption import Preempted  # pylint: disable=unused-import
@@ -165,6 +166,7 @@ class PreemptionHook(session_run_hook.SessionRunHook):
   def begin(self):
     """Finds the global step (to checkpoint) and starts watching the signals."""
     if self._checkpoint_dir is not None:
+      # The global step's read as TF's own hooks make it (TF's private helper).
       self._global_step = training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
       if self._global_step is None:
         raise RuntimeError('Global step should be created to use PreemptionHook with a '
@@ -216,22 +218,18 @@ def _step_of(checkpoint_path):
   return int(match.group(1)) if match else None
 
 
-class NativePreemptionHook:
-  """The native runner of a PreemptionHook (the NativeRunner interface of
-  basic_session_run_hooks, which imports this module): it has no per-step
-  work, its signal handler stops the session. Its after_create_session runs
-  once the session is attached (a stop it requests must outlive the
-  attach), its end() where TF's would."""
-
-  state = None
+class NativePreemptionHook(native_runner.NativeRunner):
+  """The native runner of a PreemptionHook: it has no per-step work, its
+  signal handler stops the session. Its after_create_session runs once the
+  session is attached (a stop it requests must outlive the attach), its
+  end() where TF's would."""
 
   def __init__(self, tf_hook, hooked):
-    self.tf_hook = tf_hook
-    self.hooked = hooked
-    self.native_hook = _native.EndOnlyHook(end=lambda: tf_hook.end(hooked.tf_sess))
+    super().__init__(tf_hook, hooked)
+    self.native_hook = _native.EndOnlyHook(end=self._end)
 
-  def write_state_to_tf_hook(self):
-    """The hook keeps no state of its own on the native side."""
+  def _end(self):
+    self.tf_hook.end(self.hooked.tf_sess)
 
   def on_session_attached(self):
     """The hook's after_create_session, once the session is attached."""

@@ -300,6 +300,7 @@ class _RecoverableSession(_WrappedSession):
   def _check_stop(self):
     try:
       if self._sess:
+        # The layer protocol's own call, TF's private name for it.
         return self._sess._check_stop()  # pylint: disable=protected-access
       return True
     except RECOVERABLE_ERRORS as e:
