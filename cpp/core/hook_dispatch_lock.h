@@ -89,6 +89,10 @@ class HookDispatchLock {
     // unlock's barrier): that unlock either sees this waiter and notifies it
     // under wait_mu_, or comes before the look, which then finds it free.
     waiters_.fetch_add(1, std::memory_order_seq_cst);
+    // The waiter's half of the pairing with unlock's fence: the count is
+    // visible before the owner is read (the C++ model asks for a fence on
+    // both sides; x86's locked add and aarch64's ldaxr/stlxr give it anyway).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     while (!try_lock()) wakeup_.wait_for(lock, kRecheck);
     waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
