@@ -1,8 +1,9 @@
 """The extension runs where the wheels say it runs: manylinux2014, glibc 2.17.
 
-For the portable wheels (.ci/portable_wheels DIR; give DIR in the environment as
-FASTMTS_WHEEL_DIR, else those checks skip), each wheel's extension module is read
-as an ELF file (binutils' `readelf`) and must need:
+For the portable wheels (.ci/portable_wheels [--arch aarch64] DIR; give DIR in the
+environment as FASTMTS_WHEEL_DIR, else those checks skip), x86_64's and aarch64's
+alike, each wheel's extension module is read as an ELF file (binutils' `readelf`),
+must be built for the architecture its tag names, and must need:
 - no glibc symbol version above 2.17 (what manylinux2014 promises);
 - no libstdc++ or C++ ABI version at all (GLIBCXX_, CXXABI_): the C++ runtime,
   Zig's libc++, is linked in, so the wheel runs beside any TensorFlow's libstdc++
@@ -27,9 +28,11 @@ from fastmts import _native
 
 GLIBC_MAX = (2, 17)
 ALLOWED_NEEDED = {'libc.so.6', 'libm.so.6', 'libpthread.so.0', 'libdl.so.2', 'librt.so.1',
-                  'ld-linux-x86-64.so.2'}
+                  'ld-linux-x86-64.so.2', 'ld-linux-aarch64.so.1'}
 WHEEL_DIR = os.environ.get('FASTMTS_WHEEL_DIR')
 PYTHONS = ['cp37', 'cp38', 'cp39', 'cp310', 'cp311', 'cp312', 'cp313']
+# The wheels' architectures: their tag's name, and readelf's name of the ELF machine.
+MACHINES = {'x86_64': 'Advanced Micro Devices X86-64', 'aarch64': 'AArch64'}
 
 pytestmark = pytest.mark.skipif(not shutil.which('readelf'), reason='no readelf (binutils)')
 needs_wheels = pytest.mark.skipif(
@@ -48,6 +51,17 @@ def _needed(path):
 def _symbol_versions(path):
   """The versions named in the module's version-needs section (GLIBC_2.14, ...)."""
   return set(re.findall(r'Name: ((?:GLIBC|GLIBCXX|CXXABI)\w*_[\d.]+)', _readelf(path, '-V')))
+
+
+def _machine(path):
+  return re.search(r'Machine:\s+(.+)', _readelf(path, '-h')).group(1).strip()
+
+
+def _arch_of(wheel):
+  """The architecture of a wheel's manylinux2014 tag (x86_64 or aarch64)."""
+  platforms = os.path.basename(wheel)[:-len('.whl')].split('-')[4].split('.')
+  [arch] = [p[len('manylinux2014_'):] for p in platforms if p.startswith('manylinux2014_')]
+  return arch
 
 
 def _exported(path):
@@ -75,13 +89,16 @@ def test_the_installed_extension_exports_only_its_init():
 
 
 @needs_wheels
-def test_wheels_are_tagged_manylinux2014_one_per_python():
+def test_wheels_are_tagged_manylinux2014_one_per_python_and_architecture():
   tags = [os.path.basename(w)[:-len('.whl')].split('-')[2:] for w in _wheels()]
   assert tags, 'no wheel in %s' % WHEEL_DIR
-  pythons = [python for python, _, _ in tags]
-  assert len(set(pythons)) == len(pythons) and set(pythons) <= set(PYTHONS), pythons
-  for python, abi, platform in tags:
-    assert 'manylinux2014_x86_64' in platform.split('.'), platform
+  kinds = []
+  for python, _, platform in tags:
+    archs = [a for a in MACHINES if 'manylinux2014_' + a in platform.split('.')]
+    assert len(archs) == 1, platform
+    kinds.append((python, archs[0]))
+  assert len(set(kinds)) == len(kinds), kinds
+  assert {python for python, _ in kinds} <= set(PYTHONS), kinds
 
 
 @needs_wheels
@@ -89,6 +106,7 @@ def test_wheels_need_glibc_2_17_and_no_cpp_runtime(tmp_path):
   assert _wheels(), 'no wheel in %s' % WHEEL_DIR
   for wheel in _wheels():
     module = _extension_of(wheel, tmp_path / os.path.basename(wheel))
+    assert _machine(module) == MACHINES[_arch_of(wheel)], (wheel, _machine(module))
     assert _needed(module) <= ALLOWED_NEEDED, (wheel, _needed(module))
     versions = _symbol_versions(module)
     assert versions and all(v.startswith('GLIBC_') for v in versions), (wheel, versions)
