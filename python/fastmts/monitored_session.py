@@ -445,44 +445,45 @@ class _MonitoredSession:
       self._session_creator = session_creator
       self._hooked = hooked
       self._stop_policy = stop_policy
-      # TF's names, for code that reads them; fastmts asks the layers.
-      self.coord = None
-      self.tf_sess = None
       self._stop_grace_period_secs = stop_grace_period_secs
 
-    def forget_session(self):
-      """The monitored session closed: as TF's, the creator's `tf_sess` and
-      `coord` are None from then on."""
-      self.tf_sess = None
-      self.coord = None
+    # TF's creator keeps the raw session and its coordinator as `tf_sess` and
+    # `coord` (None once closed); code reads them there, fastmts asks the layers.
+    @property
+    def tf_sess(self):
+      return self._hooked.tf_sess
+
+    @property
+    def coord(self):
+      return self._hooked.coord
 
     def create_session(self):
       with session_layers.creating_with(self._stop_policy):  # its waits ask the policy
-        self.tf_sess = self._session_creator.create_session()
-      self.coord = Coordinator(clean_stop_exception_types=[])
+        tf_sess = self._session_creator.create_session()
+      coord = Coordinator(clean_stop_exception_types=[])
       queue_runners = None
-      if not python_hooked_session.runs_natively(self.tf_sess):
+      if not python_hooked_session.runs_natively(tf_sess):
         # A wrapped session: TF's own queue-runner threads, through its run.
-        queue_runner.start_tf_queue_runners(self.tf_sess, self.coord)
+        queue_runner.start_tf_queue_runners(tf_sess, coord)
       else:
-        queue_runner.start_tf_queue_runners(self.tf_sess, self.coord, with_threads=False)
+        queue_runner.start_tf_queue_runners(tf_sess, coord, with_threads=False)
         if ops.get_collection(ops.GraphKeys.QUEUE_RUNNERS):
-          queue_runners = QueueRunners(self.tf_sess, self.coord)
+          queue_runners = QueueRunners(tf_sess, coord)
       try:
-        self._hooked.attach(self.tf_sess, self.coord)  # hooks' after_create_session
+        self._hooked.attach(tf_sess, coord)  # hooks' after_create_session
       except Exception:
         # TF leaves its queue-runner threads running forever when a hook
         # fails here; nothing fastmts started outlives the failed creation.
         if queue_runners is not None:
-          queue_runners.shut_down(self.coord, session_layers.QUEUE_RUNNER_STOP_SECS)
+          queue_runners.shut_down(coord, session_layers.QUEUE_RUNNER_STOP_SECS)
         # TF wrote the start's graph files before what failed (a hook after
         # the saver's, the first save): on disk when the error is raised. An
         # error writing them is what TF would have raised first.
-        graph_files.wait_and_raise(self.tf_sess.graph)
+        graph_files.wait_and_raise(tf_sess.graph)
         raise
       # The layers keep TF's private class names.
       return session_layers._CoordinatedSession(  # pylint: disable=protected-access
-          self._hooked, self.coord, queue_runners, self._stop_grace_period_secs,
+          self._hooked, coord, queue_runners, self._stop_grace_period_secs,
           self._stop_policy)
 
   def _close_internal(self, exception_type=None):
@@ -515,7 +516,6 @@ class _MonitoredSession:
         self._sess.close()
       finally:
         self._sess = None
-        self._coordinated_creator.forget_session()
         if not self._graph_was_finalized:
           # As TF's close: a graph it finalized is open again (TF's private call).
           ops.get_default_graph()._unsafe_unfinalize()  # pylint: disable=protected-access
