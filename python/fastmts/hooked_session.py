@@ -257,7 +257,7 @@ class HookedSession:
 
   @property
   def queue_runner_threads(self):
-    """None here: the layer above runs the queue runners."""
+    """Empty here: the layer above runs the queue runners."""
     return []
 
   def should_stop(self):
