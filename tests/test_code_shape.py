@@ -19,15 +19,14 @@ classes, and where the preemption feature may be named.
 
 import ast
 import io
-import pathlib
 import re
 import tokenize
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / 'python' / 'fastmts'
-CPP = ROOT / 'cpp'
+from source_tree import CPP, PACKAGE, ROOT
+from source_tree import cpp_files as _cpp_files
+from source_tree import package_files as _package_files
 
 PYTHON_FUNCTION_LINES = 60
 PYTHON_CLASS_LINES = 300
@@ -45,14 +44,6 @@ _PREEMPTION_OWNERS = {
 # In the native code, only the agreed stop says what a rank's wish may be
 # (a preemption signal's exit code); the signal watch knows signals only.
 _NATIVE_PREEMPTION_OWNERS = {'core/agreed_stop.h'}
-
-
-def _package_files():
-  return sorted(PACKAGE.rglob('*.py'))
-
-
-def _cpp_files():
-  return sorted(p for p in CPP.rglob('*') if p.suffix in ('.cc', '.h'))
 
 
 def python_over_limits(text, where='<text>'):

@@ -13,6 +13,8 @@ import re
 
 import pytest
 
+import source_tree
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CPP = os.path.join(_ROOT, 'cpp')
 _MAX_LINES = 400
@@ -64,8 +66,7 @@ def _opening_comment(text):
 
 
 def _cpp_files():
-  return sorted(p for p in glob.glob(os.path.join(_CPP, '**', '*'), recursive=True)
-                if p.endswith(('.h', '.cc')))
+  return [str(p) for p in source_tree.cpp_files()]
 
 
 def _relative(path):
@@ -186,7 +187,7 @@ def test_cpp_file_says_what_it_is(path):
 
 
 def _python_files():
-  return sorted(glob.glob(os.path.join(_ROOT, 'python', 'fastmts', '**', '*.py'), recursive=True))
+  return [str(p) for p in source_tree.package_files()]
 
 
 def test_file_formats_are_an_area_of_their_own():

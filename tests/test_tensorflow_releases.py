@@ -4,7 +4,6 @@ reads from TF's Python objects (pybind11's conduit from TF 2.21, its instance
 layout from 2.2, SWIG's objects in 1.15 to 2.1)."""
 
 import ast
-import glob
 import os
 import re
 import shutil
@@ -13,6 +12,8 @@ import sys
 
 import pytest
 import tensorflow as tf
+
+import source_tree
 
 # A bound on a hang, not on slowness: a child here takes under a second, loaded or not
 # (its `import tensorflow` fails at once). Below the suite's 120 s per test
@@ -153,24 +154,16 @@ def test_a_session_wrapper_is_not_an_operation(fastmts):
 # depends on one names the fact, and nothing else in python/fastmts compares
 # TF's version or probes what a release has. These read the source tree.
 
-_PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        'python', 'fastmts')
 # The release gate itself: which releases are supported and which one runs.
 _GATE = ('SUPPORTED', 'VERSION', 'RELEASE', 'check_release', 'tf')
 _VERSION_NAMES = ('__version__', 'VERSION', 'RELEASE', 'SUPPORTED', 'version_info',
                   'LooseVersion', 'StrictVersion', 'Version', 'parse_version')
 
 
-def _source(path):
-  with open(path) as f:
-    return f.read()
-
-
 def _package_modules():
   """(path relative to the package, source) of every module but _tensorflow.py."""
-  paths = glob.glob(os.path.join(_PACKAGE, '**', '*.py'), recursive=True)
-  return [(os.path.relpath(p, _PACKAGE), _source(p)) for p in sorted(paths)
-          if os.path.basename(p) != '_tensorflow.py']
+  return [(str(p.relative_to(source_tree.PACKAGE)), p.read_text())
+          for p in source_tree.package_files() if p.name != '_tensorflow.py']
 
 
 def _facts():
@@ -178,7 +171,7 @@ def _facts():
   defined or imported, in try blocks too; an except block's fallback
   definitions and imports, not its locals), the gate's left out."""
   names = set()
-  body = [(n, False) for n in ast.parse(_source(os.path.join(_PACKAGE, '_tensorflow.py'))).body]
+  body = [(n, False) for n in ast.parse((source_tree.PACKAGE / '_tensorflow.py').read_text()).body]
   while body:
     node, in_handler = body.pop()
     if isinstance(node, ast.Try):
@@ -202,7 +195,7 @@ def test_every_release_fact_is_used_by_name():
   """A fact nothing names is dead (or its users read the release some other
   way): each is named outside _tensorflow.py, or by another fact that is."""
   modules = _package_modules()
-  tf_module = _source(os.path.join(_PACKAGE, '_tensorflow.py'))
+  tf_module = (source_tree.PACKAGE / '_tensorflow.py').read_text()
   facts = _facts()
   assert len(facts) >= 15, facts
   used = {n for n in facts if any(_names_used(text, n) for _, text in modules)}
@@ -302,10 +295,8 @@ def native_release_probes(path, text):
 
 
 def test_no_release_is_probed_in_the_native_code():
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  found = [p for path in sorted(glob.glob(os.path.join(root, 'cpp', '**', '*.*'), recursive=True))
-           if path.endswith(('.cc', '.h'))
-           for p in native_release_probes(os.path.relpath(path, root), open(path).read())]
+  found = [p for path in source_tree.cpp_files()
+           for p in native_release_probes(path.relative_to(source_tree.ROOT), path.read_text())]
   assert not found, '\n'.join(found)
 
 
