@@ -143,3 +143,30 @@ def _unfed_error_of(result):
     return None
   match = re.search(r"You must feed a value for placeholder tensor '(\w+)'", result.message)
   return match and match.group(1)
+
+
+def test_one_structure_changed_between_runs_matches_session_run(sessions):
+  """The fast path finds a structure's plan by comparing the caller's list,
+  tuple or dict in place with those seen before: the same object changed
+  between runs (an item replaced, added or removed, a dict's keys
+  reordered) gives that run's results, as TF's Session.run does."""
+  leaves, _, stock, monitored = sessions
+  a, b, c, noop = leaves['n_sq'], leaves['cast'], leaves['flag'], leaves['noop']
+  as_list = [a, b]
+  as_dict = {'a': a, 'b': b}
+  changes = [
+      lambda: None,
+      lambda: as_list.__setitem__(1, c),
+      lambda: as_list.append(noop),
+      lambda: as_list.pop(0),
+      lambda: as_dict.__setitem__('b', c),
+      lambda: as_dict.__setitem__('c', noop),
+      lambda: as_dict.update({'a': as_dict.pop('a')}),  # the same items, 'a' now last
+      lambda: as_dict.pop('c'),
+  ]
+  for i, change in enumerate(changes):
+    change()
+    for fetches in (as_list, as_dict, tuple(as_list), as_list[0]):
+      want = stock.run(fetches)
+      for attempt in range(2):  # the second run finds the first one's plan
+        assert_same(monitored.run(fetches), want, 'change %d, run %d' % (i, attempt))

@@ -58,6 +58,15 @@ class FlatFetchCache {
     return nullptr;
   }
 
+  // The first plan for which `match(plan.shape)` holds, or null: lets a
+  // caller compare a structure where it lies, without copying it.
+  template <class Match>
+  FlatFetchPlanPtr find_if(const Match& match) const {
+    for (const FlatFetchPlanPtr& p : plans_)
+      if (match(p->shape)) return p;
+    return nullptr;
+  }
+
   void add(FlatFetchPlanPtr plan) {
     if (plans_.size() >= kMaxPlans) plans_.clear();
     plans_.push_back(std::move(plan));
