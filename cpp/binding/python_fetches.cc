@@ -23,9 +23,6 @@ PyObject* object_of(const void* identity) {
   return static_cast<PyObject*>(const_cast<void*>(identity));
 }
 
-}  // namespace
-
-namespace {
 // Is `f` the structure `shape` was read from: the same kind, leaves and keys
 // (by identity)? Read in place, with no copy. The leaves' types need no
 // check: a cached structure's leaves passed it when it was read.
