@@ -23,34 +23,42 @@ PyObject* object_of(const void* identity) {
   return static_cast<PyObject*>(const_cast<void*>(identity));
 }
 
+// Calls item(key, leaf) on each of `f`'s items in order (key null but in a
+// dict; `f` itself is the one leaf of anything else) while it returns true;
+// `f`'s kind. What reading a structure and comparing one in place share.
+template <class Item>
+FlatKind each_item(PyObject* f, Item item) {
+  if (PyList_CheckExact(f)) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(f) && item(nullptr, PyList_GET_ITEM(f, i)); ++i) {}
+    return FlatKind::kList;
+  }
+  if (PyTuple_CheckExact(f)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(f) && item(nullptr, PyTuple_GET_ITEM(f, i)); ++i) {}
+    return FlatKind::kTuple;
+  }
+  if (PyDict_CheckExact(f)) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(f, &pos, &key, &value) && item(key, value)) {}
+    return FlatKind::kDict;
+  }
+  item(nullptr, f);
+  return FlatKind::kLeaf;
+}
+
 // Is `f` the structure `shape` was read from: the same kind, leaves and keys
-// (by identity)? Read in place, with no copy. The leaves' types need no
+// (by identity)? Compared in place, with no copy. The leaves' types need no
 // check: a cached structure's leaves passed it when it was read.
 bool same_structure(PyObject* f, const FlatShape& shape) {
-  const std::vector<const void*>& leaves = shape.leaves;
-  const auto n = static_cast<Py_ssize_t>(leaves.size());
-  switch (shape.kind) {
-    case FlatKind::kLeaf: return leaves[0] == f;
-    case FlatKind::kList:
-      if (!PyList_CheckExact(f) || PyList_GET_SIZE(f) != n) return false;
-      for (Py_ssize_t i = 0; i < n; ++i)
-        if (PyList_GET_ITEM(f, i) != leaves[i]) return false;
-      return true;
-    case FlatKind::kTuple:
-      if (!PyTuple_CheckExact(f) || PyTuple_GET_SIZE(f) != n) return false;
-      for (Py_ssize_t i = 0; i < n; ++i)
-        if (PyTuple_GET_ITEM(f, i) != leaves[i]) return false;
-      return true;
-    case FlatKind::kDict: {
-      if (!PyDict_CheckExact(f) || PyDict_GET_SIZE(f) != n) return false;
-      PyObject *key, *value;
-      Py_ssize_t pos = 0;
-      for (size_t i = 0; PyDict_Next(f, &pos, &key, &value); ++i)
-        if (key != shape.keys[i] || value != leaves[i]) return false;
-      return true;
-    }
-  }
-  return false;
+  size_t i = 0;
+  bool same = true;
+  const FlatKind kind = each_item(f, [&](PyObject* key, PyObject* leaf) {
+    same = i < shape.leaves.size() && leaf == shape.leaves[i] &&
+           (!key || (i < shape.keys.size() && key == shape.keys[i]));
+    ++i;
+    return same;
+  });
+  return same && kind == shape.kind && i == shape.leaves.size();
 }
 }  // namespace
 
@@ -98,25 +106,11 @@ py::object PythonFlatFetches::build(const FlatFetchPlan& plan,
 
 // Borrowed references: valid during this call.
 bool PythonFlatFetches::read(py::handle fetches, FlatShape* shape) {
-  PyObject* f = fetches.ptr();
-  if (PyList_CheckExact(f)) {
-    shape->kind = FlatKind::kList;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(f); ++i) shape->leaves.push_back(PyList_GET_ITEM(f, i));
-  } else if (PyTuple_CheckExact(f)) {
-    shape->kind = FlatKind::kTuple;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(f); ++i) shape->leaves.push_back(PyTuple_GET_ITEM(f, i));
-  } else if (PyDict_CheckExact(f)) {
-    shape->kind = FlatKind::kDict;
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(f, &pos, &key, &value)) {
-      shape->keys.push_back(key);
-      shape->leaves.push_back(value);
-    }
-  } else {
-    shape->kind = FlatKind::kLeaf;
-    shape->leaves.push_back(f);
-  }
+  shape->kind = each_item(fetches.ptr(), [&](PyObject* key, PyObject* leaf) {
+    if (key) shape->keys.push_back(key);
+    shape->leaves.push_back(leaf);
+    return true;
+  });
   for (const void* leaf : shape->leaves)
     if (!is_leaf_type(Py_TYPE(object_of(leaf)))) return false;
   return true;
