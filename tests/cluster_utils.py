@@ -42,9 +42,14 @@ EVENT_PREFIX = 'CLUSTER_EVENT '
 
 # Prepended to every script given as source: the child exits on its own when
 # the test process is gone (start_new_session=True detaches it from the
-# terminal's signals) or after a hard lifetime cap.
+# terminal's signals) or after a hard lifetime cap, and prints its threads'
+# stacks when told to (SIGUSR1).
 WATCHDOG_PRELUDE = r'''
-import os as _wd_os, threading as _wd_threading, time as _wd_time
+import faulthandler as _wd_fh, os as _wd_os, signal as _wd_signal, sys as _wd_sys
+import threading as _wd_threading, time as _wd_time
+# SIGUSR1 (sent by Task.kill before its SIGKILL) prints every thread's Python
+# stack to stderr: a hung task's failure then says where it waited.
+_wd_fh.register(_wd_signal.SIGUSR1, file=_wd_sys.stderr, all_threads=True)
 def _wd_watch(parent=int(_wd_os.environ.get('CLUSTER_UTILS_PARENT_PID', '0')),
               deadline=_wd_time.monotonic() + float(
                   _wd_os.environ.get('CLUSTER_UTILS_MAX_LIFETIME', '600'))):
@@ -321,6 +326,10 @@ class ProcessFailed(AssertionError):
   pass
 
 
+class ProcessTimedOut(ProcessFailed):
+  """A task still running past its deadline (a hang, or a very slow task)."""
+
+
 class Task:
   """One process of the cluster."""
 
@@ -370,8 +379,16 @@ class Task:
         return json.loads(line[len(RESULT_PREFIX):])
     return None
 
-  def kill(self, wait_secs=10.0):
-    """SIGKILL the process group, then wait for the process."""
+  def kill(self, wait_secs=10.0, stacks_secs=0.0):
+    """SIGKILL the process group, then wait for the process. With
+    ``stacks_secs``, first SIGUSR1 (the watchdog prelude's stack dump to
+    stderr) and that long for the dump."""
+    if stacks_secs and self.popen.poll() is None:
+      try:
+        os.kill(self.popen.pid, signal.SIGUSR1)
+        self.popen.wait(timeout=stacks_secs)
+      except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
     if self.popen.poll() is None:
       try:
         os.killpg(self.popen.pid, signal.SIGKILL)
@@ -385,9 +402,9 @@ class Task:
       pass
     self.poll()
 
-  def describe(self):
+  def describe(self, n=40):
     return '%s (pid %d, rc %r)\n--- stderr tail ---\n%s' % (
-        self.name, self.pid, self.popen.poll(), self.stderr_tail())
+        self.name, self.pid, self.popen.poll(), self.stderr_tail(n))
 
 
 class Cluster:
@@ -472,7 +489,8 @@ class Cluster:
   def wait_exit(self, names, timeout=None, poll_secs=0.05):
     """Waits for the processes ``names`` to exit (each until its own
     deadline, and all within ``timeout`` if given); records their exit
-    times. A process past its deadline is killed and ProcessFailed raised."""
+    times. A process past its deadline is killed and ProcessTimedOut raised
+    (every running one, after a dump of its threads' stacks)."""
     tasks = [self.tasks[n] for n in names]
     end = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -483,11 +501,15 @@ class Cluster:
       late = [t for t in pending
               if now > t.deadline or (end is not None and now > end)]
       if late:
-        for t in late:
-          t.kill()
-        raise ProcessFailed('timed out waiting for: ' + '\n'.join(
-            t.describe() + '\n--- stdout ---\n' + t.stdout()[-2000:]
-            for t in late))
+        # Every task of the wait, with the stacks of those still running: a
+        # late one often waits on another (that ended, with an error or a
+        # result, or that waits too).
+        for t in pending:
+          t.kill(stacks_secs=2.0)
+        raise ProcessTimedOut('timed out waiting for: %s\n%s' % (
+            ', '.join(t.name for t in late), '\n'.join(
+                t.describe(80) + '\n--- stdout ---\n' + t.stdout()[-2000:]
+                for t in tasks)))
       time.sleep(poll_secs)
 
   def wait_results(self, names, timeout=None):

@@ -26,6 +26,7 @@ The expected literals are the same on every release checked (1.15, 2.11,
 
 import importlib.util
 import os
+import warnings
 
 import pytest
 import tensorflow as tf
@@ -39,7 +40,17 @@ from hook_test_utils import events
 # 2 cores; 2 to 4 s quiet). A test runs two clusters in turn; scenario (a), in
 # process, took 2 s.
 CLUSTER_BOUND_SECS = 60
-pytestmark = pytest.mark.timeout(2 * CLUSTER_BOUND_SECS + 30)
+# TF's collective ops between processes hang now and then, stock TF's as
+# fastmts's: one task waits forever in a step (or in a hook's read of the
+# global step) while the other waits too or fails in RecvBuf ("Delete called
+# on non-empty BufRendezvous", "Socket closed"); tensorflow/tensorflow#33321
+# and #33469 report the kind on 1.13. Counted 2026-12-07 on this 2-core VM,
+# scenario (b) run alone in a loop, stock and fastmts side by side (load
+# 3-5): TF 1.15 hung in 3 of 282 stock clusters and 6 of 282 fastmts ones;
+# TF 2.21 in 1 of 100 each. A cluster that hangs (and only a hang: a wrong
+# result or an error fails at once) is run once more; two in a row fail.
+_HANG_RETRIES = 1
+pytestmark = pytest.mark.timeout(2 * (1 + _HANG_RETRIES) * CLUSTER_BOUND_SECS + 30)
 
 _WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                               'tf_distribute_worker.py')
@@ -144,10 +155,24 @@ def _run_cluster(workdir, impl, spec, scenario):
   return [results['worker%d' % i] for i in range(2)], _observed(model_dir)
 
 
+def _run_cluster_once_more_if_hung(workdir, impl, spec_of, scenario):
+  """_run_cluster on a fresh spec_of(), again after a hang (_HANG_RETRIES)."""
+  for attempt in range(_HANG_RETRIES):
+    try:
+      return _run_cluster(os.path.join(workdir, 'attempt%d' % attempt), impl, spec_of(),
+                          scenario)
+    except cluster_utils.ProcessTimedOut as e:
+      warnings.warn('%s cluster hung (TF collective ops), run once more:\n%s' % (impl, e))
+  return _run_cluster(os.path.join(workdir, 'attempt%d' % _HANG_RETRIES), impl, spec_of(),
+                      scenario)
+
+
 def _side_by_side(tmp_path, spec_of, scenario):
   """The stock run's results and files; the fastmts run's are the same."""
-  stock, stock_files = _run_cluster(str(tmp_path / 'tf'), 'tf', spec_of(), scenario)
-  got, got_files = _run_cluster(str(tmp_path / 'fastmts'), 'fastmts', spec_of(), scenario)
+  stock, stock_files = _run_cluster_once_more_if_hung(str(tmp_path / 'tf'), 'tf', spec_of,
+                                                      scenario)
+  got, got_files = _run_cluster_once_more_if_hung(str(tmp_path / 'fastmts'), 'fastmts',
+                                                  spec_of, scenario)
   for s, g in zip(stock, got):
     for key in ('task', 'steps'):
       assert_same(g[key], s[key], 'fastmts task %s %s (vs stock)' % (s['task'], key))

@@ -90,6 +90,9 @@ def _collective(tf, impl, cluster, task_type, task_id, opts):
         result['session'] = type(sess).__module__
         while not sess.should_stop():
           result['steps'].append(float(sess.run(loss)))
+          # Progress, for a hang's report.
+          print(cluster_utils.EVENT_PREFIX + json.dumps({'step_loss': result['steps'][-1]}),
+                flush=True)
 
   strategy = tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
   dc.run_distribute_coordinator(
