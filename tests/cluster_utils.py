@@ -39,6 +39,10 @@ import compat_utils
 
 RESULT_PREFIX = 'CLUSTER_RESULT '
 EVENT_PREFIX = 'CLUSTER_EVENT '
+# How long a hung task is given to print its stacks before the SIGKILL: the
+# dump is a few writes from a signal handler; 1 s leaves room for a loaded
+# machine.
+STACK_DUMP_SECS = 1.0
 
 # Prepended to every script given as source: the child exits on its own when
 # the test process is gone (start_new_session=True detaches it from the
@@ -47,7 +51,7 @@ EVENT_PREFIX = 'CLUSTER_EVENT '
 WATCHDOG_PRELUDE = r'''
 import faulthandler as _wd_fh, os as _wd_os, signal as _wd_signal, sys as _wd_sys
 import threading as _wd_threading, time as _wd_time
-# SIGUSR1 (sent by Task.kill before its SIGKILL) prints every thread's Python
+# SIGUSR1 (Task.dump_stacks, before a hung task's SIGKILL) prints every thread's Python
 # stack to stderr: a hung task's failure then says where it waited.
 _wd_fh.register(_wd_signal.SIGUSR1, file=_wd_sys.stderr, all_threads=True)
 def _wd_watch(parent=int(_wd_os.environ.get('CLUSTER_UTILS_PARENT_PID', '0')),
@@ -379,16 +383,18 @@ class Task:
         return json.loads(line[len(RESULT_PREFIX):])
     return None
 
-  def kill(self, wait_secs=10.0, stacks_secs=0.0):
-    """SIGKILL the process group, then wait for the process. With
-    ``stacks_secs``, first SIGUSR1 (the watchdog prelude's stack dump to
-    stderr) and that long for the dump."""
-    if stacks_secs and self.popen.poll() is None:
+  def dump_stacks(self):
+    """SIGUSR1: the watchdog prelude prints every thread's Python stack to
+    stderr (faulthandler, from the signal handler: a thread hung in TF's C++
+    does not stop it). The process runs on."""
+    if self.popen.poll() is None:
       try:
         os.kill(self.popen.pid, signal.SIGUSR1)
-        self.popen.wait(timeout=stacks_secs)
-      except (ProcessLookupError, subprocess.TimeoutExpired):
+      except ProcessLookupError:
         pass
+
+  def kill(self, wait_secs=10.0):
+    """SIGKILL the process group, then wait for the process."""
     if self.popen.poll() is None:
       try:
         os.killpg(self.popen.pid, signal.SIGKILL)
@@ -505,7 +511,10 @@ class Cluster:
         # late one often waits on another (that ended, with an error or a
         # result, or that waits too).
         for t in pending:
-          t.kill(stacks_secs=2.0)
+          t.dump_stacks()
+        time.sleep(STACK_DUMP_SECS)
+        for t in pending:
+          t.kill()
         raise ProcessTimedOut('timed out waiting for: %s\n%s' % (
             ', '.join(t.name for t in late), '\n'.join(
                 t.describe(80) + '\n--- stdout ---\n' + t.stdout()[-2000:]
