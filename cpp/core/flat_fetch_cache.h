@@ -37,10 +37,6 @@ struct FlatFetchPlan {
   // operation (its result is None).
   std::vector<int> layout;
   RunRequest request;
-
-  bool matches(const FlatShape& s) const {
-    return shape.kind == s.kind && shape.leaves == s.leaves && shape.keys == s.keys;
-  }
 };
 using FlatFetchPlanPtr = std::shared_ptr<const FlatFetchPlan>;
 
@@ -51,15 +47,9 @@ class FlatFetchCache {
  public:
   static constexpr size_t kMaxPlans = 32;
 
-  // The plan of `shape`, fast or not, or null when not seen.
-  FlatFetchPlanPtr find(const FlatShape& shape) const {
-    for (const FlatFetchPlanPtr& p : plans_)
-      if (p->matches(shape)) return p;
-    return nullptr;
-  }
-
-  // The first plan for which `match(plan.shape)` holds, or null: lets a
-  // caller compare a structure where it lies, without copying it.
+  // The first plan, fast or not, for which `match(plan.shape)` holds, or
+  // null: the caller compares its structure where it lies, without copying
+  // it (python_fetches.cc's same_structure).
   template <class Match>
   FlatFetchPlanPtr find_if(const Match& match) const {
     for (const FlatFetchPlanPtr& p : plans_)
